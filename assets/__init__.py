@@ -1,0 +1,1 @@
+"""Software-defined assets: thin wiring from resources to library code."""

@@ -1,0 +1,1 @@
+"""PyTorch models, training, evaluation and quantization. Knows nothing of Dagster."""

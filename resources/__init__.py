@@ -1,0 +1,1 @@
+"""Dagster resources: storage, DuckDB, MLflow, torch device, Databento source."""
