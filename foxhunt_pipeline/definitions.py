@@ -1,0 +1,41 @@
+"""The code location: ``dagster dev -w workspace.yaml`` loads ``defs`` from here."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import ingestion
+from foxhunt_pipeline import sensors
+from resources.databento_source import DatabentoSource
+from resources.mlflow_tracking import MLflowResource
+from resources.storage import FoxhuntStorage
+from resources.torch_device import TorchDevice
+
+ASSET_MODULES = [ingestion]
+
+
+def build_resources() -> dict[str, object]:
+    return {
+        "storage": FoxhuntStorage(),
+        "mlflow": MLflowResource(),
+        "torch_device": TorchDevice(),
+        "databento": DatabentoSource(),
+    }
+
+
+def all_assets() -> list:
+    return list(dg.load_assets_from_modules(ASSET_MODULES))
+
+
+def all_checks() -> list:
+    return list(dg.load_asset_checks_from_modules(ASSET_MODULES))
+
+
+defs = dg.Definitions(
+    assets=all_assets(),
+    asset_checks=all_checks(),
+    jobs=[sensors.ingest_job, sensors.retrain_job],
+    sensors=[sensors.landing_sensor, sensors.automation_sensor],
+    schedules=[sensors.retrain_schedule],
+    resources=build_resources(),
+)

@@ -1,0 +1,129 @@
+"""A small MLflow resource (dagster-mlflow pins older dagster): one run per materialization,
+SQLite store and artifacts under ``$FOXHUNT_HOME/mlflow`` by default."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from foxhunt_pipeline.settings import FoxhuntPaths
+
+EXPERIMENT = "foxhunt"
+
+
+class MLflowResource(dg.ConfigurableResource):
+    """``tracking_uri`` empty = the SQLite store under ``FOXHUNT_HOME``; set it to a
+    tracking server URL in a cluster profile."""
+
+    tracking_uri: str = ""
+    experiment: str = EXPERIMENT
+    home: str = ""
+
+    def _paths(self) -> FoxhuntPaths:
+        return FoxhuntPaths.from_env(self.home or None).ensure()
+
+    def resolved_uri(self) -> str:
+        return self.tracking_uri or self._paths().mlflow_tracking_uri
+
+    def client(self):
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.resolved_uri(), registry_uri=self.resolved_uri())
+
+    def experiment_id(self) -> str:
+        client = self.client()
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is not None:
+            return exp.experiment_id
+        location = None if self.tracking_uri else self._paths().mlflow_artifacts.as_uri()
+        try:
+            return client.create_experiment(self.experiment, artifact_location=location)
+        except Exception:  # created concurrently by another step
+            return client.get_experiment_by_name(self.experiment).experiment_id
+
+    @contextlib.contextmanager
+    def start_run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator[TrackedRun]:
+        client = self.client()
+        run = client.create_run(self.experiment_id(), run_name=run_name, tags=dict(tags or {}))
+        tracked = TrackedRun(client, run.info.run_id, self)
+        try:
+            yield tracked
+        except BaseException:
+            client.set_terminated(run.info.run_id, status="FAILED")
+            raise
+        client.set_terminated(run.info.run_id, status="FINISHED")
+
+    def run_url(self, run_id: str) -> str:
+        return f"mlflow ui --backend-store-uri {self.resolved_uri()}  ->  #/experiments/{self.experiment_id()}/runs/{run_id}"
+
+    def latest_version(self, model_name: str) -> Any | None:
+        client = self.client()
+        try:
+            versions = client.search_model_versions(f"name='{model_name}'")
+        except Exception:
+            return None
+        return max(versions, key=lambda v: int(v.version), default=None)
+
+
+class TrackedRun:
+    """Thin helpers over one MLflow run; non-finite metrics are skipped rather than crashing."""
+
+    def __init__(self, client: Any, run_id: str, resource: MLflowResource):
+        self.client = client
+        self.run_id = run_id
+        self.resource = resource
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        for k, v in _flatten(params).items():
+            self.client.log_param(self.run_id, k, str(v)[:500])
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        for k, v in metrics.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                continue
+            self.client.log_metric(self.run_id, _metric_key(k), float(v), step=step or 0)
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_artifacts(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, str(path), artifact_path)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(self.run_id, k, str(v))
+
+    def artifact_uri(self, artifact_path: str) -> str:
+        run = self.client.get_run(self.run_id)
+        return f"{run.info.artifact_uri}/{artifact_path}"
+
+    def register(self, model_name: str, artifact_path: str, tags: Mapping[str, str] | None = None) -> str:
+        """Registers the logged artifact directory as a new model version; returns the version."""
+        from mlflow.exceptions import MlflowException
+
+        with contextlib.suppress(MlflowException):
+            self.client.create_registered_model(model_name)
+        mv = self.client.create_model_version(
+            model_name, source=self.artifact_uri(artifact_path), run_id=self.run_id, tags=dict(tags or {})
+        )
+        return str(mv.version)
+
+
+def _metric_key(k: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in k)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
