@@ -1,0 +1,38 @@
+# Two commands on a fresh machine (Python 3.11 + pip):
+#   make demo   installs into .venv and runs the whole pipeline on embedded defaults
+#   make test   installs into .venv (with test extras) and runs the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU build by default; GPU users: make TORCH_SPEC="torch==2.13.0" TORCH_INDEX="<your CUDA wheel index>" ...
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+PYTEST_ARGS ?=
+
+.PHONY: install install-test demo test ui lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),) "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e .
+
+install-test: install
+	$(BIN)/pip install -q -e ".[test]"
+
+demo: install
+	$(BIN)/foxhunt demo $(DEMO_ARGS)
+
+ui: install
+	$(BIN)/foxhunt ui
+
+test: install-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf .foxhunt .pytest_cache

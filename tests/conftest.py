@@ -1,0 +1,49 @@
+"""Shared fixtures: a throwaway FOXHUNT_HOME, the real DBN samples, few torch threads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(os.environ.get("FOXHUNT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+DBN_SAMPLES = SHARED / "data" / "dbn"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    except ImportError:
+        pass
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    skip_gpu = pytest.mark.skip(reason="needs CUDA; none on this machine")
+    for item in items:
+        if "gpu" in item.keywords and not has_cuda:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def foxhunt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "foxhunt_home"
+    home.mkdir()
+    monkeypatch.setenv("FOXHUNT_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    return home
+
+
+@pytest.fixture(scope="session")
+def dbn_samples() -> Path:
+    if not DBN_SAMPLES.exists():
+        pytest.skip(f"real DBN samples not found at {DBN_SAMPLES} (set FOXHUNT_SHARED)")
+    return DBN_SAMPLES
