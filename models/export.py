@@ -1,0 +1,239 @@
+"""Deployable artifacts: a model file plus a JSON sidecar, loadable with torch alone.
+
+What works on torch 2.13 (CPU build), checked by ``tests/test_export.py``:
+
+- fp32 / fp16 / bf16 modules (LSTM, Linear, LayerNorm, attention, Conv1d):
+  ``torch.export.export`` with a dynamic batch dimension + ``torch.export.save``
+  (``model.pt2``) round-trips exactly.
+- int8 dynamic-quantized modules: ``torch.export`` fails (the packed-params script
+  objects have no ``__obj_flatten__``), so the fallback is TorchScript
+  (``torch.jit.trace``, then ``torch.jit.script``) saved as ``model.ts``.
+
+Every candidate is checked before it is kept: it must reproduce the module's outputs on
+batch 1 and batch 7, which is what "dynamic batch" means in practice (a trace that
+baked the example batch size in fails here, not in production).
+
+Layout of an artifact directory (written atomically, as ``TrainingData.save`` does)::
+
+    meta.json    format, precision, input names / shapes, names, scales, feature hash ...
+    model.pt2    (format "torch.export") or model.ts (format "torchscript")
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+META_FILE = "meta.json"
+FORMAT_FILES = {"torch.export": "model.pt2", "torchscript": "model.ts"}
+FORECASTER_INPUTS = ("static", "observed", "known")
+CHECK_BATCHES = (1, 7)
+CHECK_ATOL = 1e-5
+MAX_BATCH = 1 << 20
+
+
+class ExportError(RuntimeError):
+    """No export route reproduced the module; carries each route's failure."""
+
+
+def export_artifact(
+    module: nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    path: str | os.PathLike[str],
+    *,
+    metadata: Mapping[str, Any],
+    input_names: Sequence[str] | None = None,
+    formats: Sequence[str] = ("torch.export", "torchscript"),
+) -> Path:
+    """Write ``path/`` (a directory) holding the first format that reproduces ``module``.
+
+    ``metadata`` is copied into the sidecar (JSON-serialisable values: model name,
+    precision, observed/known/static names, target_scale, quantiles, lookback, horizon,
+    feature_hash, normalisation ...); format, input names / shapes and versions are added.
+    """
+    module = module.eval()
+    example = tuple(example_inputs)
+    names = list(input_names) if input_names else _default_input_names(len(example))
+    if len(names) != len(example):
+        raise ValueError(f"{len(names)} input names for {len(example)} example inputs")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        fmt, failures = _write_first_working(module, example, tmp, formats)
+        meta = {
+            **dict(metadata),
+            "format": fmt,
+            "model_file": FORMAT_FILES[fmt],
+            "input_names": names,
+            "input_shapes": {n: ["batch", *map(int, x.shape[1:])] for n, x in zip(names, example, strict=True)},
+            "input_dtypes": {n: str(x.dtype).removeprefix("torch.") for n, x in zip(names, example, strict=True)},
+            "export_fallback_reasons": failures,
+            "torch_version": torch.__version__,
+            "created_at": datetime.now(UTC).isoformat(),
+        }
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=_json_default))
+        _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_artifact(path: str | os.PathLike[str]) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """``(callable, meta)``; the callable takes the inputs named in ``meta["input_names"]``."""
+    path = Path(path)
+    if path.is_file():
+        path = path.parent
+    meta_path = path / META_FILE
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{path}: not an artifact directory (no {META_FILE})")
+    meta = json.loads(meta_path.read_text())
+    fmt = meta.get("format")
+    if fmt not in FORMAT_FILES:
+        raise ValueError(f"{meta_path}: unknown artifact format {fmt!r}")
+    model_path = path / meta.get("model_file", FORMAT_FILES[fmt])
+    return _load_model(fmt, model_path), meta
+
+
+def artifact_bytes(path: str | os.PathLike[str]) -> int:
+    """Size of the model file (the sidecar excluded)."""
+    path = Path(path)
+    meta = json.loads((path / META_FILE).read_text())
+    return (path / meta["model_file"]).stat().st_size
+
+
+# --- export routes -------------------------------------------------------------------
+
+
+def _write_first_working(
+    module: nn.Module, example: tuple[torch.Tensor, ...], out_dir: Path, formats: Sequence[str]
+) -> tuple[str, dict[str, str]]:
+    failures: dict[str, str] = {}
+    for fmt in formats:
+        if fmt not in FORMAT_FILES:
+            raise ValueError(f"unknown export format {fmt!r}; expected one of {tuple(FORMAT_FILES)}")
+        target = out_dir / FORMAT_FILES[fmt]
+        try:
+            _WRITERS[fmt](module, example, target)
+            _check_reproduces(module, _load_model(fmt, target), example)
+            return fmt, failures
+        except Exception as exc:
+            failures[fmt] = f"{type(exc).__name__}: {_first_line(exc)}"
+            target.unlink(missing_ok=True)
+    raise ExportError("no export route reproduced the module: " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
+
+
+def _write_torch_export(module: nn.Module, example: tuple[torch.Tensor, ...], target: Path) -> None:
+    batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
+    dynamic: tuple[Any, ...] = tuple({0: batch} for _ in example)
+    params = inspect.signature(module.forward).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        dynamic = (dynamic,)  # forward(*inputs): one spec for the whole *args tuple
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(module, example, dynamic_shapes=dynamic)
+    torch.export.save(program, str(target))
+
+
+def _write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], target: Path) -> None:
+    errors = []
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        for make in (lambda: torch.jit.trace(module, example, check_trace=False), lambda: torch.jit.script(module)):
+            try:
+                scripted = make().eval()
+                _check_reproduces(module, scripted, example)
+                torch.jit.save(scripted, str(target))
+                return
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {_first_line(exc)}")
+    raise RuntimeError(" / ".join(errors))
+
+
+_WRITERS = {"torch.export": _write_torch_export, "torchscript": _write_torchscript}
+
+
+def _load_model(fmt: str, model_path: Path) -> Callable[..., Any]:
+    if not model_path.exists():
+        raise FileNotFoundError(f"{model_path}: artifact model file missing")
+    if fmt == "torch.export":
+        return torch.export.load(str(model_path)).module()
+    return torch.jit.load(str(model_path), map_location="cpu").eval()
+
+
+def _check_reproduces(module: nn.Module, loaded: Callable[..., Any], example: tuple[torch.Tensor, ...]) -> None:
+    from models.quantization import batch_of  # local: keep export importable on its own
+
+    for b in CHECK_BATCHES:
+        inputs = tuple(_vary(x, seed) for seed, x in enumerate(batch_of(example, b)))
+        with torch.inference_mode():
+            want, got = _as_tensor(module(*inputs)), _as_tensor(loaded(*inputs))
+        if want.shape != got.shape:
+            raise AssertionError(f"batch {b}: output shape {tuple(got.shape)} != {tuple(want.shape)}")
+        err = float((want.float() - got.float()).abs().max())
+        if err > CHECK_ATOL * max(1.0, float(want.float().abs().max())):
+            raise AssertionError(f"batch {b}: max abs diff {err:.3g} from the module")
+
+
+def _vary(x: torch.Tensor, seed: int) -> torch.Tensor:
+    """Different rows per batch position, so a trace that mixed rows would show."""
+    if not x.is_floating_point():
+        return x
+    g = torch.Generator().manual_seed(1000 + seed)
+    return x + 0.1 * torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
+
+
+def _as_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    if isinstance(out, dict) and out:
+        return _as_tensor(next(iter(out.values())))
+    raise TypeError(f"cannot compare model output of type {type(out).__name__}")
+
+
+def _default_input_names(n: int) -> list[str]:
+    if n == len(FORECASTER_INPUTS):
+        return list(FORECASTER_INPUTS)
+    return ["obs"] if n == 1 else [f"input_{i}" for i in range(n)]
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    old = None
+    if path.exists():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.replace(path, old)
+    os.replace(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"metadata value not JSON serialisable: {type(o).__name__}")
+
+
+__all__ = ["ExportError", "artifact_bytes", "export_artifact", "load_artifact"]
