@@ -14,7 +14,6 @@ from resources.storage import FoxhuntStorage
 ingest_job = dg.define_asset_job(
     "ingest_landed_file",
     selection=dg.AssetSelection.assets("raw_bars"),
-    partitions_def=landed_files,
     description="Decode and validate one landed DBN file (one run per file).",
 )
 

@@ -1,0 +1,133 @@
+"""Feature assets: continuous_bars -> features (parquet + contract) -> training_dataset."""
+
+import dagster as dg
+import polars as pl
+
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
+from assets.ingestion import continuous_bars
+from resources.storage import FoxhuntStorage
+
+FEATURES_CHECK = "features_contract"
+DATASET_DIR = "training_dataset"
+
+
+class FeaturesConfig(dg.Config):
+    """Which feature groups to compute (empty = the default set) and what to do with a root
+    that has fewer bars than the warm-up."""
+
+    groups: list[str] = []
+    min_rows_policy: str = "error"
+
+
+class DatasetConfig(dg.Config):
+    train_fraction: float = 0.7
+    validation_fraction: float = 0.15
+    lookback: int = 60
+    horizon: int = 5
+    cost_ticks: float = 1.0
+
+
+@dg.asset(
+    deps=[continuous_bars],
+    group_name="features",
+    kinds={"polars", "parquet", "duckdb"},
+    owners=OWNERS,
+    code_version=code_version_of(
+        "foxhunt_pipeline.features.library", "foxhunt_pipeline.features.grid",
+        "foxhunt_pipeline.features.calendar_inputs", "foxhunt_pipeline.features.targets",
+    ),
+    automation_condition=EAGER_AFTER_CHECKS,
+    check_specs=[
+        dg.AssetCheckSpec(
+            FEATURES_CHECK, asset="features", blocking=True,
+            description="declared columns and dtypes, finite after warm-up, targets null only at "
+            "the last 5 bars of each contract",
+        )
+    ],
+    description="Observed features (f_*, past data only), known-future inputs (k_*), static inputs "
+    "(s_*) and forward-return targets (y_1..y_5) on a regular in-session grid.",
+)
+def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage: FoxhuntStorage):
+    from foxhunt_pipeline import warehouse
+    from foxhunt_pipeline.features import FeatureConfig, build_features, validate_features
+
+    source = storage.table_dir("continuous_bars") / "data.parquet"
+    if not source.exists():
+        raise dg.Failure(f"{source} is missing: materialize continuous_bars first")
+    cfg = FeatureConfig(min_rows_policy=config.min_rows_policy)
+    if config.groups:
+        cfg = FeatureConfig(groups=tuple(config.groups), min_rows_policy=config.min_rows_policy)
+    frame = build_features(pl.read_parquet(source), cfg)
+    result = validate_features(frame)
+    path = storage.table_dir("features") / "data.parquet"
+    if result.passed:
+        warehouse.write_parquet_atomic(frame, path)
+        warehouse.refresh_duckdb_views(storage.duckdb_path, storage.warehouse)
+    else:
+        context.log.error(f"features contract failed: {result.message}; previous version kept")
+    groups = {p: sum(c.startswith(p) for c in frame.columns) for p in ("f_", "k_", "s_", "y_")}
+    yield dg.MaterializeResult(
+        metadata={
+            "rows": dg.MetadataValue.int(frame.height),
+            "observed_features": dg.MetadataValue.int(groups["f_"]),
+            "known_inputs": dg.MetadataValue.int(groups["k_"]),
+            "static_inputs": dg.MetadataValue.int(groups["s_"]),
+            "targets": dg.MetadataValue.int(groups["y_"]),
+            "filled_fraction": float(frame["is_filled"].mean() or 0.0) if frame.height else 0.0,
+            "path": dg.MetadataValue.path(str(path)),
+        }
+    )
+    yield dg.AssetCheckResult(
+        check_name=FEATURES_CHECK,
+        passed=bool(result.passed),
+        metadata={
+            "failed_rows": dg.MetadataValue.int(int(result.n_failed_rows)),
+            "message": result.message,
+            "first_failures": dg.MetadataValue.md(markdown_table(result.failures, 20)),
+        },
+    )
+
+
+@dg.asset(
+    deps=[features],
+    group_name="features",
+    kinds={"numpy", "pytorch"},
+    owners=OWNERS,
+    code_version=code_version_of("foxhunt_pipeline.features.dataset", "models.windows"),
+    automation_condition=EAGER_AFTER_CHECKS,
+    description="Chronological train / validation / test split with an embargo gap, train-only "
+    "normalisation, windows of `lookback` history steps and `horizon` targets, stored as one "
+    "matrix per split plus window start indices.",
+)
+def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
+    from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
+    from foxhunt_pipeline.features.dataset import build_training_dataset
+
+    source = storage.table_dir("features") / "data.parquet"
+    frame = pl.read_parquet(source)
+    data = build_training_dataset(
+        frame,
+        BuildConfig(
+            train_fraction=config.train_fraction, validation_fraction=config.validation_fraction,
+            lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
+        ),
+    )
+    path = data.save(storage.warehouse / DATASET_DIR)
+    splits = data.meta["splits"]
+    table = pl.DataFrame(
+        [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "splits": dg.MetadataValue.md(markdown_table(table)),
+            "train_windows": dg.MetadataValue.int(int(splits["train"]["windows"])),
+            "validation_windows": dg.MetadataValue.int(int(splits["validation"]["windows"])),
+            "test_windows": dg.MetadataValue.int(int(splits["test"]["windows"])),
+            "observed_features": dg.MetadataValue.int(len(data.observed_names)),
+            "known_inputs": dg.MetadataValue.int(len(data.known_names)),
+            "static_inputs": dg.MetadataValue.int(len(data.static_names)),
+            "feature_hash": data.meta["feature_hash"],
+            "stored_mb": round(sum(s.nbytes() for s in data.splits.values()) / 1e6, 2),
+            "path": dg.MetadataValue.path(str(path)),
+        }
+    )

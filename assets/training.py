@@ -1,0 +1,206 @@
+"""Training assets: one per model, each on the ``gpu`` pool, requested once per new
+training_dataset by declarative automation and weekly by the retraining schedule."""
+
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
+from assets.features import DATASET_DIR, training_dataset
+from foxhunt_pipeline import model_store
+from resources.mlflow_tracking import MLflowResource
+from resources.storage import FoxhuntStorage
+from resources.torch_device import TorchDevice
+
+GPU_POOL = "gpu"
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=1, delay=5)
+
+
+class ForecasterTrainingConfig(dg.Config):
+    epochs: int = 30
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    patience: int = 5
+    max_batches_per_epoch: int = 0  # 0 = every batch
+    seed: int = 0
+    hidden: int = 64
+    dropout: float = 0.1
+
+
+class TFTTrainingConfig(ForecasterTrainingConfig):
+    heads: int = 4
+    lstm_layers: int = 2
+    var_width: int = 8
+
+
+class Mamba2TrainingConfig(ForecasterTrainingConfig):
+    n_layers: int = 2
+    d_state: int = 32
+    chunk_size: int = 32
+
+
+def _dataset_path(storage: FoxhuntStorage) -> Path:
+    return storage.warehouse / DATASET_DIR
+
+
+def _load_dataset(storage: FoxhuntStorage):
+    from models.windows import TrainingData
+
+    path = _dataset_path(storage)
+    if not (path / "meta.json").exists():
+        raise dg.Failure(f"{path} has no training dataset: materialize training_dataset first")
+    return TrainingData.load(path)
+
+
+def train_forecaster_asset(
+    context: dg.AssetExecutionContext,
+    family: str,
+    model_params: dict,
+    config: ForecasterTrainingConfig,
+    storage: FoxhuntStorage,
+    mlflow: MLflowResource,
+    torch_device: TorchDevice,
+) -> dg.MaterializeResult:
+    """Shared by tft_model and mamba2_model: build, train with MLflow logging, checkpoint,
+    register a model version, publish the pointer evaluation reads."""
+    from models.checkpoint import save_checkpoint
+    from models.registry import build_model
+    from models.training import TrainConfig, train_forecaster
+    from models.windows import DEFAULT_QUANTILES
+
+    data = _load_dataset(storage)
+    choice = torch_device.choose()
+    model_config = {
+        "n_static": len(data.static_names), "n_observed": len(data.observed_names),
+        "n_known": len(data.known_names), "lookback": data.lookback, "horizon": data.horizon,
+        "quantiles": list(data.meta.get("quantiles", DEFAULT_QUANTILES)), **model_params,
+    }
+    model = build_model(family, model_config)
+    train_cfg = TrainConfig(
+        epochs=config.epochs, batch_size=config.batch_size, lr=config.learning_rate,
+        weight_decay=config.weight_decay, grad_clip=config.grad_clip, patience=config.patience,
+        max_batches_per_epoch=config.max_batches_per_epoch or None, seed=config.seed,
+    )
+    registered = model_store.REGISTERED_NAMES[family]
+    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run_id[:8]}"
+    with mlflow.start_run(f"{family}-{context.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run_id}) as run:
+        run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
+                        "feature_hash": data.meta["feature_hash"]})
+
+        def on_epoch_end(row: dict) -> None:
+            run.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
+            context.log.info(
+                f"{family} epoch {row['epoch']}: train {row.get('train_loss', float('nan')):.5f} "
+                f"val {row.get('val_loss', float('nan')):.5f} grad_norm {row.get('grad_norm', float('nan')):.3f}"
+            )
+
+        result = train_forecaster(
+            model, data, train_cfg, device=choice.device, autocast_dtype=choice.autocast_dtype,
+            checkpoint_dir=run_dir / "train_state", on_epoch_end=on_epoch_end,
+        )
+        ckpt = save_checkpoint(
+            run_dir / "model", model, model_type=family, config=model_config,
+            extra=_dataset_extra(data),
+        )
+        run.log_artifacts(ckpt if ckpt.is_dir() else ckpt.parent, "checkpoint")
+        curve = _loss_curve_png(result.history, run_dir / "loss_curve.png", family)
+        run.log_artifact(curve, "plots")
+        run.log_metrics({"best_val_loss": result.best_val_loss, "training_seconds": result.training_seconds,
+                         "n_parameters": result.n_parameters})
+        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
+        run.set_tags({"precision": "fp32", "registered_version": version})
+        run_id = run.run_id
+    model_store.publish(storage.checkpoints, family, {
+        "family": family, "checkpoint": str(ckpt), "mlflow_run_id": run_id, "registered_model": registered,
+        "version": version, "dagster_run_id": context.run_id, "feature_hash": data.meta["feature_hash"],
+    })
+    last = result.history[-1] if result.history else {}
+    return dg.MaterializeResult(
+        metadata={
+            "val_loss": float(result.best_val_loss),
+            "epochs": dg.MetadataValue.int(int(result.epochs_run)),
+            "parameters": dg.MetadataValue.int(int(result.n_parameters)),
+            "training_seconds": round(float(result.training_seconds), 2),
+            "samples_per_s": round(float(last.get("samples_per_s", 0.0)), 1),
+            "device": choice.name,
+            "mlflow_run_id": run_id,
+            "mlflow": mlflow.run_url(run_id),
+            "registered_model": f"{registered} v{version}",
+            "checkpoint": dg.MetadataValue.path(str(ckpt)),
+            "loss_curve": dg.MetadataValue.path(str(curve)),
+        }
+    )
+
+
+def _dataset_extra(data) -> dict:
+    return {
+        "observed_names": data.observed_names, "known_names": data.known_names,
+        "static_names": data.static_names, "feature_hash": data.meta["feature_hash"],
+        "target_scale": data.target_scale, "lookback": data.lookback, "horizon": data.horizon,
+    }
+
+
+def _loss_curve_png(history: list[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    epochs = [h["epoch"] for h in history]
+    for key in ("train_loss", "val_loss"):
+        ax.plot(epochs, [h.get(key) for h in history], marker="o", label=key)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("quantile loss")
+    ax.set_title(f"{title} training")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+TRAINING_KW = dict(
+    deps=[training_dataset],
+    group_name="training",
+    owners=OWNERS,
+    pool=GPU_POOL,
+    automation_condition=EAGER_AFTER_CHECKS,
+    retry_policy=TRANSIENT_RETRY,
+)
+
+
+@dg.asset(
+    kinds={"pytorch", "mlflow"},
+    code_version=code_version_of("models.tft", "models.training", "models.quantile"),
+    description="Temporal Fusion Transformer (Lim et al. 2021) quantile forecaster; checkpoint, "
+    "MLflow run and registered version `foxhunt-tft`.",
+    **TRAINING_KW,
+)
+def tft_model(
+    context: dg.AssetExecutionContext, config: TFTTrainingConfig, storage: FoxhuntStorage,
+    mlflow: MLflowResource, torch_device: TorchDevice,
+) -> dg.MaterializeResult:
+    params = {"hidden": config.hidden, "heads": config.heads, "lstm_layers": config.lstm_layers,
+              "dropout": config.dropout, "var_width": config.var_width}
+    return train_forecaster_asset(context, "tft", params, config, storage, mlflow, torch_device)
+
+
+@dg.asset(
+    kinds={"pytorch", "mlflow"},
+    code_version=code_version_of("models.mamba2", "models.ssd", "models.training"),
+    description="Mamba-2 (SSD chunked scan, pure PyTorch) quantile forecaster; registered as "
+    "`foxhunt-mamba2`.",
+    **TRAINING_KW,
+)
+def mamba2_model(
+    context: dg.AssetExecutionContext, config: Mamba2TrainingConfig, storage: FoxhuntStorage,
+    mlflow: MLflowResource, torch_device: TorchDevice,
+) -> dg.MaterializeResult:
+    params = {"hidden": config.hidden, "n_layers": config.n_layers, "d_state": config.d_state,
+              "chunk_size": config.chunk_size, "dropout": config.dropout}
+    return train_forecaster_asset(context, "mamba2", params, config, storage, mlflow, torch_device)
