@@ -1,0 +1,139 @@
+"""What a model costs to run: latency, throughput, peak memory, size.
+
+Latency is timed per call at batch 1 (``perf_counter``, CUDA synchronised before reading
+the clock), after warm-up. Throughput is samples/s over back-to-back calls at larger
+batches. Peak memory is attributed to the measured calls only: on CUDA the allocator's
+peak since a reset; on CPU the growth of the process's peak RSS (``VmHWM``) over the RSS
+before the calls, with the high-water mark reset through ``/proc/self/clear_refs`` when
+the kernel allows it (else it can only report growth beyond the earlier peak).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _sync(device: str | torch.device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _call(fn: Callable[..., Any], inputs: Any) -> Any:
+    if isinstance(inputs, Mapping):
+        return fn(**inputs)
+    if isinstance(inputs, tuple | list):
+        return fn(*inputs)
+    return fn(inputs)
+
+
+def _proc_status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_kib() -> int:
+    hwm = _proc_status_kib("VmHWM")
+    if hwm is not None:
+        return hwm
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+
+
+def measure_running_cost(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[int], Any],
+    *,
+    device: str | torch.device = "cpu",
+    calls: int = 200,
+    throughput_calls: int | None = None,
+    warmup: int = 10,
+    throughput_batch_sizes: Iterable[int] = (32, 256),
+    model: torch.nn.Module | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
+) -> dict[str, float]:
+    """Time ``fn(make_inputs(b))`` (a mapping is passed as keywords, a tuple positionally).
+
+    Returns latency_ms_{p50,p95,p99,mean} at batch 1, throughput_b{n}_per_s per batch size,
+    peak_memory_mb over the measured calls, and n_parameters / checkpoint_mb when ``model``
+    or ``checkpoint_path`` is given (without a path, the size of ``torch.save`` of the
+    state dict)."""
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    throughput_calls = calls if throughput_calls is None else throughput_calls
+    dev = torch.device(device)
+    on_cuda = dev.type == "cuda"
+    out: dict[str, float] = {}
+
+    x1 = make_inputs(1)
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+        base_alloc = torch.cuda.memory_allocated(dev)
+    else:
+        rss_before = _proc_status_kib("VmRSS")
+        reset = _reset_peak_rss()
+        hwm_before = _peak_rss_kib()
+
+    with torch.inference_mode():
+        for _ in range(warmup):
+            _call(fn, x1)
+        _sync(dev)
+        times = np.empty(calls)
+        for i in range(calls):
+            t0 = time.perf_counter()
+            _call(fn, x1)
+            _sync(dev)
+            times[i] = time.perf_counter() - t0
+        ms = times * 1e3
+        out["latency_ms_mean"] = float(ms.mean())
+        for p in (50, 95, 99):
+            out[f"latency_ms_p{p}"] = float(np.percentile(ms, p))
+
+        for b in throughput_batch_sizes:
+            xb = make_inputs(b)
+            for _ in range(max(1, warmup // 2)):
+                _call(fn, xb)
+            _sync(dev)
+            t0 = time.perf_counter()
+            for _ in range(throughput_calls):
+                _call(fn, xb)
+            _sync(dev)
+            out[f"throughput_b{b}_per_s"] = float(b * throughput_calls / (time.perf_counter() - t0))
+            del xb
+
+    if on_cuda:
+        out["peak_memory_mb"] = float(torch.cuda.max_memory_allocated(dev) - base_alloc) / 2**20
+        out["peak_memory_total_mb"] = float(torch.cuda.max_memory_allocated(dev)) / 2**20
+    else:
+        base = rss_before if (reset and rss_before is not None) else hwm_before
+        out["peak_memory_mb"] = max(0.0, (_peak_rss_kib() - base) / 1024.0)
+    if model is not None:
+        out["n_parameters"] = float(sum(p.numel() for p in model.parameters()))
+    if checkpoint_path is not None:
+        out["checkpoint_mb"] = os.path.getsize(checkpoint_path) / 2**20
+    elif model is not None:
+        buf = io.BytesIO()
+        torch.save(model.state_dict(), buf)
+        out["checkpoint_mb"] = buf.getbuffer().nbytes / 2**20
+    return out
