@@ -1,0 +1,59 @@
+"""Quantile (pinball) loss and a head whose quantiles cannot cross.
+
+The loss is ``max(q * (y - yhat), (q - 1) * (y - yhat))`` averaged over every
+sample, horizon and quantile, the same definition the old system used, so numbers
+are comparable. The torch and numpy versions must agree (tested): the numpy one
+scores baselines that never touch torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
+    """Mean pinball loss. ``pred [..., Q]``, ``target [...]``, ``quantiles [Q]``."""
+    diff = target.unsqueeze(-1) - pred
+    q = quantiles.to(dtype=pred.dtype, device=pred.device)
+    return torch.maximum(q * diff, (q - 1.0) * diff).mean()
+
+
+def pinball_loss_numpy(
+    pred: np.ndarray, target: np.ndarray, quantiles: Sequence[float] | np.ndarray
+) -> float:
+    """Mean pinball loss in float64; ``pred`` broadcasts against ``target[..., None]``
+    (so a climatology ``[H, Q]`` scores against targets ``[W, H]``). NaN targets are skipped."""
+    q = np.asarray(quantiles, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    diff = target[..., None] - np.asarray(pred, dtype=np.float64)
+    loss = np.maximum(q * diff, (q - 1.0) * diff)
+    return float(np.nanmean(loss))
+
+
+class MonotoneQuantileHead(nn.Module):
+    """Linear map to a base quantile plus ``Q - 1`` non-negative increments.
+
+    ``q_0 = base`` and ``q_i = base + sum_{j<=i} softplus(inc_j)``, so the output is
+    non-decreasing along the last axis for every input: ordering is a property of
+    the shape of the computation, not something training has to learn.
+    """
+
+    def __init__(self, in_features: int, n_quantiles: int):
+        super().__init__()
+        if n_quantiles < 1:
+            raise ValueError(f"n_quantiles must be >= 1, got {n_quantiles}")
+        self.n_quantiles = n_quantiles
+        self.proj = nn.Linear(in_features, n_quantiles)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raw = self.proj(x)
+        if self.n_quantiles == 1:
+            return raw
+        base = raw[..., :1]
+        steps = F.softplus(raw[..., 1:])
+        return torch.cat([base, base + torch.cumsum(steps, dim=-1)], dim=-1)

@@ -1,0 +1,64 @@
+"""Model types by name, so a checkpoint's ``model_type`` string rebuilds its model.
+
+Entries are resolved on lookup: ``models.mamba2`` is written in parallel and may not
+exist yet, and importing one forecaster must not require the other.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from torch import nn
+
+# name -> (module, config class, model class)
+_SPECS: dict[str, tuple[str, str, str]] = {
+    "tft": ("models.tft", "TFTConfig", "TemporalFusionTransformer"),
+    "mamba2": ("models.mamba2", "Mamba2Config", "Mamba2Forecaster"),
+}
+
+
+class _LazyModelTypes(Mapping[str, tuple[type, type[nn.Module]]]):
+    """``MODEL_TYPES[name] -> (ConfigClass, ModelClass)``, importing the module on first use."""
+
+    def __getitem__(self, name: str) -> tuple[type, type[nn.Module]]:
+        try:
+            module_name, config_name, model_name = _SPECS[name]
+        except KeyError:
+            raise KeyError(f"unknown model type {name!r}; known: {sorted(_SPECS)}") from None
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise KeyError(f"model type {name!r} needs {module_name}, which failed to import: "
+                           f"{exc}") from exc
+        return getattr(module, config_name), getattr(module, model_name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_SPECS)
+
+    def __len__(self) -> int:
+        return len(_SPECS)
+
+
+MODEL_TYPES: Mapping[str, tuple[type, type[nn.Module]]] = _LazyModelTypes()
+
+
+def get_model_class(name: str) -> tuple[type, type[nn.Module]]:
+    """``(ConfigClass, ModelClass)`` registered under ``name``."""
+    return MODEL_TYPES[name]
+
+
+def build_model(name: str, config_dict: dict[str, Any]) -> nn.Module:
+    """A freshly initialised model of type ``name`` from its ``config.to_dict()``."""
+    config_cls, model_cls = get_model_class(name)
+    return model_cls(config_cls.from_dict(dict(config_dict)))
+
+
+def model_type_of(model: nn.Module) -> str:
+    """The registered name of ``model``'s class (for saving checkpoints)."""
+    for name, (module_name, _, model_name) in _SPECS.items():
+        cls = type(model)
+        if cls.__name__ == model_name and cls.__module__ == module_name:
+            return name
+    raise KeyError(f"{type(model).__qualname__} is not a registered model type")
