@@ -1,0 +1,50 @@
+"""The command line: help everywhere, clear errors, generate into the landing zone."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from foxhunt_pipeline.cli import main
+
+COMMANDS = ["generate", "materialize", "demo", "ui", "download", "predict"]
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_command_has_help(command):
+    args = [command, "--help"] if command else ["--help"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+    if command is None:
+        for c in COMMANDS:
+            assert c in result.output
+
+
+def test_download_without_key_is_a_clear_error_and_writes_nothing(foxhunt_home, monkeypatch):
+    monkeypatch.delenv("DATABENTO_API_KEY", raising=False)
+    result = CliRunner().invoke(main, ["download", "--start", "2024-03-01", "--end", "2024-03-02"])
+    assert result.exit_code != 0
+    assert "DATABENTO_API_KEY" in result.output
+    assert list((foxhunt_home / "landing").iterdir()) == []
+
+
+def test_download_never_prints_the_key(foxhunt_home, monkeypatch):
+    monkeypatch.setenv("DATABENTO_API_KEY", "db-SECRETSECRETSECRET")
+    result = CliRunner().invoke(main, ["download", "--start", "2024-03-05", "--end", "2024-03-01"])
+    assert result.exit_code != 0
+    assert "before --start" in result.output
+    assert "SECRET" not in result.output
+
+
+def test_download_rejects_bad_dates(foxhunt_home):
+    result = CliRunner().invoke(main, ["download", "--start", "March 1", "--end", "2024-03-02"])
+    assert result.exit_code != 0
+    assert "ISO" in result.output
+
+
+def test_generate_writes_daily_files_into_landing(foxhunt_home):
+    result = CliRunner().invoke(main, ["generate", "--days", "2", "--roots", "ES", "--start", "2024-01-02"])
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in (foxhunt_home / "landing").iterdir())
+    assert names == ["glbx-mdp3-20240102.ohlcv-1m.dbn.zst", "glbx-mdp3-20240103.ohlcv-1m.dbn.zst"]
