@@ -55,6 +55,8 @@ __all__ = [
     "ValidationCallback",
     "WindowFeaturesExtractor",
     "load_policy",
+    "make_dqn",
+    "make_ppo",
     "policy_net_from_model",
     "save_policy",
     "train_dqn",
@@ -236,13 +238,10 @@ def _observation_meta(data: TrainingData, market: MarketData) -> dict[str, Any]:
     }
 
 
-def _prepare(
-    data: TrainingData, config: _AgentConfig, eval_split: str
-) -> tuple[MarketData, MarketData, dict[str, Any]]:
+def _prepare(data: TrainingData, config: _AgentConfig) -> tuple[MarketData, dict[str, Any]]:
     if config.activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {config.activation!r}")
     train = prepare_market_data(data, "train", config.env)
-    val = prepare_market_data(data, eval_split, config.env)
     policy_kwargs = {
         "features_extractor_class": WindowFeaturesExtractor,
         "features_extractor_kwargs": {
@@ -251,7 +250,7 @@ def _prepare(
         },
         "activation_fn": ACTIVATIONS[config.activation],
     }
-    return train, val, policy_kwargs
+    return train, policy_kwargs
 
 
 def _learn(
@@ -277,17 +276,12 @@ def _learn(
     )
 
 
-def train_dqn(
-    data: TrainingData,
-    config: DQNConfig | None = None,
-    on_eval: EvalHook | None = None,
-    eval_split: str = "validation",
-) -> AgentResult:
-    """Train DQN on the train split; ``on_eval`` receives each validation curve point."""
+def make_dqn(data: TrainingData, config: DQNConfig | None = None) -> DQN:
+    """An untrained SB3 DQN on the train split with the window extractor."""
     config = config or DQNConfig()
-    train, val, policy_kwargs = _prepare(data, config, eval_split)
+    train, policy_kwargs = _prepare(data, config)
     policy_kwargs["net_arch"] = list(config.net_arch)
-    model = DQN(
+    return DQN(
         "MlpPolicy",
         _make_vec_env(train, 1),
         learning_rate=config.learning_rate,
@@ -305,20 +299,26 @@ def train_dqn(
         device=config.device,
         verbose=0,
     )
-    return _learn("dqn", model, config, val, on_eval)
 
 
-def train_ppo(
+def train_dqn(
     data: TrainingData,
-    config: PPOConfig | None = None,
+    config: DQNConfig | None = None,
     on_eval: EvalHook | None = None,
     eval_split: str = "validation",
 ) -> AgentResult:
-    """Train PPO on ``n_envs`` copies of the train env (DummyVecEnv)."""
+    """Train DQN on the train split; ``on_eval`` receives each validation curve point."""
+    config = config or DQNConfig()
+    model = make_dqn(data, config)
+    return _learn("dqn", model, config, prepare_market_data(data, eval_split, config.env), on_eval)
+
+
+def make_ppo(data: TrainingData, config: PPOConfig | None = None) -> PPO:
+    """An untrained SB3 PPO on ``n_envs`` copies of the train env (DummyVecEnv)."""
     config = config or PPOConfig()
-    train, val, policy_kwargs = _prepare(data, config, eval_split)
+    train, policy_kwargs = _prepare(data, config)
     policy_kwargs["net_arch"] = {"pi": list(config.net_arch), "vf": list(config.net_arch)}
-    model = PPO(
+    return PPO(
         "MlpPolicy",
         _make_vec_env(train, config.n_envs),
         learning_rate=config.learning_rate,
@@ -336,7 +336,18 @@ def train_ppo(
         device=config.device,
         verbose=0,
     )
-    return _learn("ppo", model, config, val, on_eval)
+
+
+def train_ppo(
+    data: TrainingData,
+    config: PPOConfig | None = None,
+    on_eval: EvalHook | None = None,
+    eval_split: str = "validation",
+) -> AgentResult:
+    """Train PPO; ``on_eval`` receives each validation curve point."""
+    config = config or PPOConfig()
+    model = make_ppo(data, config)
+    return _learn("ppo", model, config, prepare_market_data(data, eval_split, config.env), on_eval)
 
 
 # --- export -----------------------------------------------------------------------------
