@@ -17,13 +17,14 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 import databento as db
 import databento_dbn
 import numpy as np
+import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -89,12 +90,13 @@ class DbnMetadata:
     compressed: bool
 
     @property
-    def start(self) -> datetime:
-        return datetime.fromtimestamp(self.start_ns / 1e9, tz=UTC)
+    def start(self) -> pd.Timestamp:
+        """Metadata start, ns-exact (a ``datetime`` subclass)."""
+        return pd.Timestamp(self.start_ns, unit="ns", tz="UTC")
 
     @property
-    def end(self) -> datetime | None:
-        return None if self.end_ns is None else datetime.fromtimestamp(self.end_ns / 1e9, tz=UTC)
+    def end(self) -> pd.Timestamp | None:
+        return None if self.end_ns is None else pd.Timestamp(self.end_ns, unit="ns", tz="UTC")
 
 
 @dataclass
@@ -116,12 +118,13 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def start(self) -> datetime:
-        return datetime.fromtimestamp(self.start_ns / 1e9, tz=UTC)
+    def start(self) -> pd.Timestamp:
+        """Metadata start, ns-exact (a ``datetime`` subclass)."""
+        return pd.Timestamp(self.start_ns, unit="ns", tz="UTC")
 
     @property
-    def end(self) -> datetime | None:
-        return None if self.end_ns is None else datetime.fromtimestamp(self.end_ns / 1e9, tz=UTC)
+    def end(self) -> pd.Timestamp | None:
+        return None if self.end_ns is None else pd.Timestamp(self.end_ns, unit="ns", tz="UTC")
 
     def as_metadata(self) -> dict[str, Any]:
         """Flat, JSON-friendly view for Dagster materialization metadata."""
@@ -188,7 +191,9 @@ class _CheckedZstdReader(io.RawIOBase):
             if not chunk:
                 self._done = True
                 if self._in_frame:
-                    raise DbnInputError(self._path, "truncated zstd stream (last frame is incomplete)")
+                    raise DbnInputError(
+                        self._path, "truncated zstd stream (last frame is incomplete)"
+                    )
                 break
             data = chunk
             while data:
@@ -368,7 +373,9 @@ def spread_ids_from_definitions(paths: Iterable[Path | str]) -> tuple[set[int], 
     for p in paths:
         store = _open_store(Path(p))
         if store.metadata.schema != "definition":
-            raise DbnInputError(p, f"expected a definition file, got schema {store.metadata.schema!r}")
+            raise DbnInputError(
+                p, f"expected a definition file, got schema {store.metadata.schema!r}"
+            )
         for rec in store:
             if not isinstance(rec, databento_dbn.InstrumentDefMsg):
                 continue
@@ -581,7 +588,9 @@ def ingest_dbn_file(
         end_ns=meta.end_ns,
         symbols=meta.symbols,
     )
-    spread_ids, def_symbols = spread_ids_from_definitions(definitions) if definitions else (set(), {})
+    spread_ids, def_symbols = (
+        spread_ids_from_definitions(definitions) if definitions else (set(), {})
+    )
     cleaner = _ChunkCleaner(meta, source_file or src.name, spread_ids, def_symbols, report)
     dest.parent.mkdir(parents=True, exist_ok=True)
 
