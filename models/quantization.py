@@ -170,7 +170,8 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
 
 def count_quantized_layers(module: nn.Module) -> int:
-    return sum(1 for m in module.modules() if type(m).__module__.startswith("torch.ao.nn.quantized"))
+    qd = torch.ao.nn.quantized.dynamic
+    return sum(1 for m in module.modules() if isinstance(m, (qd.Linear, qd.LSTM, qd.GRU)))
 
 
 # --- measuring -----------------------------------------------------------------------
@@ -223,8 +224,11 @@ def compare_variant(
     }
 
 
-def latency_ms(fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, warmup: int = 3, repeats: int = 15) -> float:
+def latency_ms(
+    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, warmup: int | None = None, repeats: int = 15
+) -> float:
     """Median wall time of one call, after warm-up (synchronising CUDA if used)."""
+    warmup = min(3, repeats) if warmup is None else warmup
     sync = torch.cuda.synchronize if any(x.is_cuda for x in inputs) else (lambda: None)
     times = []
     with torch.inference_mode():
