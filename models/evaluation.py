@@ -311,9 +311,11 @@ def evaluate_forecaster(
     model_features: Mapping[str, Sequence[str]] | None = None,
     checkpoint_path: Path | None = None,
     throughput_batch_sizes: Sequence[int] = (32, 256),
+    make_plots: bool = True,
 ) -> EvaluationReport:
     """Evaluate a quantile forecaster ``model(static, observed, known) -> [B, H, Q]``
-    (target-scaled) on the test split; ``latency_calls=0`` skips the running-cost timing."""
+    (target-scaled) on the test split; ``latency_calls=0`` skips the running-cost timing,
+    ``make_plots=False`` the PNGs."""
     split = require_test_split(data, name)
     check_feature_names(name, data, model_features)
     quantiles = list(data.meta["quantiles"])
@@ -346,7 +348,7 @@ def evaluate_forecaster(
     out_dir = Path(out_dir)
     stretch = slice(0, min(FAN_CHART_BARS, preds.shape[0]))
     equity = {name: bt.equity, **{k: r.equity for k, r in results.items()}}
-    figs = {
+    figs = {} if not make_plots else {
         "fan_chart": plots.quantile_fan_chart(
             out_dir / f"{name}_fan_chart.png", preds[stretch, 0] * data.target_scale,
             bars.returns[stretch], quantiles, ts_ns=bars.ts[stretch],
@@ -383,6 +385,7 @@ def evaluate_agent(
     momentum_lookbacks: Sequence[int] = (1,),
     checkpoint_path: Path | None = None,
     throughput_batch_sizes: Sequence[int] = (32, 256),
+    make_plots: bool = True,
 ) -> EvaluationReport:
     """Evaluate a trading agent from its positions in [-1, 1]: an array with one entry per
     test window (or per test row), or a callable ``(static, observed, known) -> [B]``.
@@ -418,8 +421,9 @@ def evaluate_agent(
     metrics.update(_running_cost(act_fn, ds, device, latency_calls, model, checkpoint_path,
                                  throughput_batch_sizes))
     equity = {name: bt.equity, **{k: r.equity for k, r in results.items()}}
-    figs = {"equity": plots.equity_curves(Path(out_dir) / f"{name}_equity.png", equity,
-                                          ts_ns=bars.ts, title=f"{name} vs baselines, net of costs")}
+    figs = {} if not make_plots else {"equity": plots.equity_curves(
+        Path(out_dir) / f"{name}_equity.png", equity, ts_ns=bars.ts,
+        title=f"{name} vs baselines, net of costs")}
     period = split_period(split)
     md = _header(name, "agent", data, period, bars, cost_multiplier, None)
     md += comparison_markdown({name: metrics, **baselines})
