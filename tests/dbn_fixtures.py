@@ -91,7 +91,9 @@ def encode_dbn(
     mappings = [
         SimpleNamespace(
             raw_symbol=i.raw_symbol,
-            intervals=[SimpleNamespace(start_date=i.start, end_date=i.end, symbol=str(i.instrument_id))],
+            intervals=[
+                SimpleNamespace(start_date=i.start, end_date=i.end, symbol=str(i.instrument_id))
+            ],
         )
         for i in instruments
     ]
