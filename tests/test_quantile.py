@@ -6,6 +6,15 @@ from models.quantile import MonotoneQuantileHead, pinball_loss, pinball_loss_num
 from models.windows import DEFAULT_QUANTILES
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: threads only add contention on the shared 2-core CI box."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def _reference_loss(pred, target, quantiles):
     """Plain loops over the textbook definition, no vectorisation shared with the code."""
     total, n = 0.0, 0
