@@ -8,7 +8,7 @@ import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.features import DATASET_DIR, training_dataset
-from foxhunt_pipeline import model_store
+from foxhunt_pipeline import model_store, profiles
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -17,29 +17,43 @@ GPU_POOL = "gpu"
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=1, delay=5)
 
 
-class ForecasterTrainingConfig(dg.Config):
-    epochs: int = 30
-    batch_size: int = 64
+def _d(section: str, key: str, fallback):
+    return profiles.default(section, key, fallback)
+
+
+class TFTTrainingConfig(dg.Config):
+    epochs: int = _d("tft_model", "epochs", 30)
+    batch_size: int = _d("tft_model", "batch_size", 64)
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     patience: int = 5
-    max_batches_per_epoch: int = 0  # 0 = every batch
+    max_batches_per_epoch: int = _d("tft_model", "max_batches_per_epoch", 0)  # 0 = all
     seed: int = 0
-    hidden: int = 64
+    hidden: int = _d("tft_model", "hidden", 64)
     dropout: float = 0.1
+    heads: int = _d("tft_model", "heads", 4)
+    lstm_layers: int = _d("tft_model", "lstm_layers", 2)
+    var_width: int = _d("tft_model", "var_width", 8)
 
 
-class TFTTrainingConfig(ForecasterTrainingConfig):
-    heads: int = 4
-    lstm_layers: int = 2
-    var_width: int = 8
-
-
-class Mamba2TrainingConfig(ForecasterTrainingConfig):
-    n_layers: int = 2
+class Mamba2TrainingConfig(dg.Config):
+    epochs: int = _d("mamba2_model", "epochs", 30)
+    batch_size: int = _d("mamba2_model", "batch_size", 64)
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    patience: int = 5
+    max_batches_per_epoch: int = _d("mamba2_model", "max_batches_per_epoch", 0)
+    seed: int = 0
+    hidden: int = _d("mamba2_model", "hidden", 64)
+    dropout: float = 0.1
+    n_layers: int = _d("mamba2_model", "n_layers", 2)
     d_state: int = 32
     chunk_size: int = 32
+
+
+ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig
 
 
 def _dataset_path(storage: FoxhuntStorage) -> Path:

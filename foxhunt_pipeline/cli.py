@@ -55,8 +55,9 @@ def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
 
 @main.command()
 @click.argument("selection", nargs=-1)
-@click.option("--profile", type=click.Choice(["default", "demo", "fast"]), default="default", show_default=True,
-              help="Training sizes (demo/fast are small CPU-friendly settings).")
+@click.option("--profile", type=click.Choice(["default", "demo", "fast"]), envvar="FOXHUNT_PROFILE",
+              default="default", show_default=True,
+              help="Training sizes (demo/fast are small CPU-friendly settings); env FOXHUNT_PROFILE.")
 @click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
 @home_option
 def materialize(selection, profile, all_partitions, home) -> None:

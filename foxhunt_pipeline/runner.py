@@ -3,11 +3,13 @@ same UI, lineage and run history as sensor- and schedule-started runs."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from foxhunt_pipeline.landing import PARTITIONS_NAME, unregistered
+from foxhunt_pipeline.profiles import PROFILE_ENV
 from foxhunt_pipeline.settings import FoxhuntPaths
 
 Echo = Callable[[str], None]
@@ -43,9 +45,9 @@ def materialize_selection(
     the selection in one run. Returns False if any step or blocking check failed."""
     import dagster as dg
 
+    os.environ[PROFILE_ENV] = profile  # read when the code location loads
     from foxhunt_pipeline.definitions import defs
     from foxhunt_pipeline.instance import get_instance
-    from foxhunt_pipeline.profiles import run_config_for
 
     instance = get_instance(paths)
     new = register_landed_files(instance, paths)
@@ -73,7 +75,7 @@ def materialize_selection(
         t0 = time.perf_counter()
         res = job.execute_in_process(
             instance=instance, asset_selection=ordered, raise_on_error=False,
-            run_config=run_config_for(profile, ordered), tags={"foxhunt/started_by": "cli"},
+            tags={"foxhunt/started_by": "cli"},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok

@@ -12,6 +12,8 @@ DBN_SAMPLES = SHARED / "data" / "dbn"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # small training sizes for every asset run in tests (read when definitions load)
+    os.environ.setdefault("FOXHUNT_PROFILE", "fast")
     try:
         import torch
 
