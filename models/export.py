@@ -41,6 +41,13 @@ FORECASTER_INPUTS = ("static", "observed", "known")
 CHECK_BATCHES = (1, 7)
 CHECK_ATOL = 1e-5
 MAX_BATCH = 1 << 20
+# Found on torch 2.13 (tests/test_export.py re-checks it): exporting a dynamic-quantized
+# module fails after tracing the whole graph, which costs seconds, so it is skipped
+# unless asked for alone.
+TORCH_EXPORT_INT8_LIMIT = (
+    "torch.export cannot serialise dynamic-quantized packed params "
+    "(LinearPackedParamsBase has no __obj_flatten__)"
+)
 
 
 class ExportError(RuntimeError):
@@ -124,6 +131,9 @@ def _write_first_working(
     for fmt in formats:
         if fmt not in FORMAT_FILES:
             raise ValueError(f"unknown export format {fmt!r}; expected one of {tuple(FORMAT_FILES)}")
+        if fmt == "torch.export" and len(formats) > 1 and _has_dynamic_quantized(module):
+            failures[fmt] = f"skipped: {TORCH_EXPORT_INT8_LIMIT}"
+            continue
         target = out_dir / FORMAT_FILES[fmt]
         try:
             _WRITERS[fmt](module, example, target)
@@ -162,6 +172,10 @@ def _write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], tar
     raise RuntimeError(" / ".join(errors))
 
 
+def _has_dynamic_quantized(module: nn.Module) -> bool:
+    return any(type(m).__module__.startswith("torch.ao.nn.quantized.dynamic") for m in module.modules())
+
+
 _WRITERS = {"torch.export": _write_torch_export, "torchscript": _write_torchscript}
 
 
@@ -170,7 +184,9 @@ def _load_model(fmt: str, model_path: Path) -> Callable[..., Any]:
         raise FileNotFoundError(f"{model_path}: artifact model file missing")
     if fmt == "torch.export":
         return torch.export.load(str(model_path)).module()
-    return torch.jit.load(str(model_path), map_location="cpu").eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # int8 has no torch.export route yet
+        return torch.jit.load(str(model_path), map_location="cpu").eval()
 
 
 def _check_reproduces(module: nn.Module, loaded: Callable[..., Any], example: tuple[torch.Tensor, ...]) -> None:
