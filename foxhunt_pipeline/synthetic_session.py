@@ -9,7 +9,7 @@ US DST switches on the hour (at 02:00 local, Sunday, while Globex is closed).
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from functools import cache
 from zoneinfo import ZoneInfo
 
@@ -77,14 +77,6 @@ def session_bar_starts(day: date, step_s: int) -> np.ndarray:
     return ts[is_trading(ts)]
 
 
-def session_date(ts_ns: np.ndarray) -> np.ndarray:
-    """CT trade date of each bar (a session opening 17:00 CT belongs to the next day), as
-    days since the epoch."""
-    ts_s = np.asarray(ts_ns, dtype=np.int64) // NS
-    local = ts_s + chicago_offsets_s(ts_s)
-    return (local + (DAY_S - OPEN_S)) // DAY_S
-
-
 def _bump(x: np.ndarray, centre: float, width: float) -> np.ndarray:
     return np.exp(-0.5 * ((x - centre) / width) ** 2)
 
@@ -125,7 +117,3 @@ def seasonality(sod: np.ndarray, asset_class: str, step_s: int) -> tuple[np.ndar
 
 def bars_per_session(step_s: int) -> int:
     return SESSION_S // step_s
-
-
-def day_range(start: date, days: int) -> list[date]:
-    return [start + timedelta(days=i) for i in range(days)]

@@ -216,7 +216,7 @@ def test_deterministic_by_seed_and_prefix_stable(tmp_path: Path) -> None:
     a = generate(tmp_path / "a", 2, roots=("ES",), seed=11)
     b = generate(tmp_path / "b", 2, roots=("ES",), seed=11)
     c = generate(tmp_path / "c", 2, roots=("ES",), seed=12)
-    one = generate(tmp_path / "one", 1, roots=("ES",), seed=11)
+    one = generate(tmp_path / "one", 1, roots=("ES",), seed=11, progress=True)
     assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
     assert a[0].read_bytes() != c[0].read_bytes()
     assert one[0].read_bytes() == a[0].read_bytes()  # a longer run extends a shorter one
