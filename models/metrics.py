@@ -194,39 +194,83 @@ def block_bootstrap_ci(
         starts = rng.integers(0, n, size=(r, n_blocks))
         idx = ((starts[:, :, None] + offsets[None, None, :]) % n).reshape(r, -1)[:, :n]
         stats.append(np.asarray(statistic(x[idx]), np.float64))
-    s = np.concatenate(stats)
-    s = s[np.isfinite(s)]
-    alpha = (1.0 - level) / 2.0
+    return _percentile_ci(estimate, np.concatenate(stats), level, b, n_resamples)
+
+
+def _circular_window_sums(x: np.ndarray, length: int) -> np.ndarray:
+    """Sum of ``length`` consecutive values starting at each index, wrapping around."""
+    ext = np.concatenate([[0.0], np.cumsum(np.concatenate([x, x[:length]]))])
+    return ext[length : length + x.size] - ext[: x.size]
+
+
+def block_bootstrap_moments(
+    x: np.ndarray, *, n_resamples: int = 1000, block_length: int | None = None, seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Sums of x and x^2 of each circular-block resample, from precomputed block sums.
+
+    Draws the same blocks as ``block_bootstrap_ci`` (same seed, same resamples) in
+    O(resamples x blocks) instead of O(resamples x n): enough for means, Sharpe, hit rates."""
+    x = np.asarray(x, np.float64)
+    n = x.size
+    b = int(min(max(block_length or default_block_length(n), 1), n))
+    n_blocks = -(-n // b)
+    tail = n - (n_blocks - 1) * b
+    full1, full2 = _circular_window_sums(x, b), _circular_window_sums(x * x, b)
+    tail1, tail2 = _circular_window_sums(x, tail), _circular_window_sums(x * x, tail)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _BOOTSTRAP_CHUNK_CELLS // n_blocks)
+    s1, s2 = [], []
+    for start in range(0, n_resamples, chunk):
+        starts = rng.integers(0, n, size=(min(chunk, n_resamples - start), n_blocks))
+        head, last = starts[:, :-1], starts[:, -1]
+        s1.append(full1[head].sum(axis=1) + tail1[last])
+        s2.append(full2[head].sum(axis=1) + tail2[last])
+    return np.concatenate(s1), np.concatenate(s2), b
+
+
+def _percentile_ci(estimate: float, stats: np.ndarray, level: float, b: int, r: int
+                   ) -> BootstrapCI:
+    s = stats[np.isfinite(stats)]
     if s.size == 0:
-        return BootstrapCI(estimate, float("nan"), float("nan"), level, b, n_resamples)
+        return BootstrapCI(estimate, float("nan"), float("nan"), level, b, r)
+    alpha = (1.0 - level) / 2.0
     low, high = np.quantile(s, [alpha, 1.0 - alpha])
-    return BootstrapCI(estimate, float(low), float(high), level, b, n_resamples)
+    return BootstrapCI(estimate, float(low), float(high), level, b, r)
 
 
 def sharpe_ci(
     pnl: np.ndarray, periods_per_year: float, *, n_resamples: int = 1000,
     block_length: int | None = None, level: float = 0.95, seed: int = 0,
 ) -> BootstrapCI:
-    def stat(a: np.ndarray) -> np.ndarray:
-        sd = a.std(axis=1, ddof=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = a.mean(axis=1) / sd * np.sqrt(periods_per_year)
-        return np.where(sd > 0, s, 0.0)
-
-    ci = block_bootstrap_ci(pnl, stat, n_resamples=n_resamples, block_length=block_length,
-                            level=level, seed=seed)
-    return BootstrapCI(sharpe_ratio(pnl, periods_per_year), ci.low, ci.high, ci.level,
-                       ci.block_length, ci.n_resamples)
+    x = np.asarray(pnl, np.float64)
+    est = sharpe_ratio(x, periods_per_year)
+    n = x.size
+    if n < 2 or n_resamples < 1:
+        return BootstrapCI(est, float("nan"), float("nan"), level, block_length or 1, 0)
+    s1, s2, b = block_bootstrap_moments(x, n_resamples=n_resamples, block_length=block_length,
+                                        seed=seed)
+    var = np.maximum(s2 - s1 * s1 / n, 0.0) / (n - 1)
+    sd = np.sqrt(var)
+    # a resample with (numerically) no variation has no risk: Sharpe 0, as sharpe_ratio says
+    flat = sd <= 1e-12 * np.maximum(np.sqrt(s2 / n), 1e-300)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stats = np.where(flat, 0.0, (s1 / n) / sd * np.sqrt(periods_per_year))
+    return _percentile_ci(est, stats, level, b, n_resamples)
 
 
 def directional_accuracy_ci(
     forecast: np.ndarray, outcome: np.ndarray, *, n_resamples: int = 1000,
     block_length: int | None = None, level: float = 0.95, seed: int = 0,
 ) -> BootstrapCI:
-    """Bootstraps the hit series in time order (zero outcomes removed first)."""
+    """Bootstraps the hit series in time order (zero outcomes and calls removed first)."""
     hits = direction_hits(forecast, outcome)
-    return block_bootstrap_ci(hits, lambda a: a.mean(axis=1), n_resamples=n_resamples,
-                              block_length=block_length, level=level, seed=seed)
+    n = hits.size
+    est = float(hits.mean()) if n else float("nan")
+    if n < 2 or n_resamples < 1:
+        return BootstrapCI(est, float("nan"), float("nan"), level, block_length or 1, 0)
+    s1, _, b = block_bootstrap_moments(hits, n_resamples=n_resamples, block_length=block_length,
+                                       seed=seed)
+    return _percentile_ci(est, s1 / n, level, b, n_resamples)
 
 
 def forecast_metrics(

@@ -162,3 +162,20 @@ def test_forecast_metrics_is_flat_and_complete():
             "directional_accuracy", "pinball_mean"} <= set(m)
     assert len([k for k in m if k.startswith("pinball_h")]) == 45
     assert m["pinball_h2_q0.30"] == pytest.approx(pinball_loss(pred, y, Q9)[1, 2])
+
+
+@pytest.mark.parametrize("n,block", [(500, None), (333, 7), (50, 50), (40, 1)])
+def test_fast_sharpe_and_hit_ci_equal_the_generic_bootstrap(n, block):
+    rng = np.random.default_rng(n)
+    x = rng.normal(1e-4, 1e-3, n)
+    fast = sharpe_ci(x, 1000.0, n_resamples=200, block_length=block, seed=9)
+    slow = block_bootstrap_ci(
+        x, lambda a: a.mean(axis=1) / a.std(axis=1, ddof=1) * math.sqrt(1000.0),
+        n_resamples=200, block_length=block, seed=9)
+    assert (fast.low, fast.high) == pytest.approx((slow.low, slow.high), rel=1e-9)
+    f, o = rng.normal(size=n), rng.normal(size=n)
+    hits = direction_hits(f, o)
+    fast = directional_accuracy_ci(f, o, n_resamples=200, block_length=block, seed=9)
+    slow = block_bootstrap_ci(hits, lambda a: a.mean(axis=1), n_resamples=200,
+                              block_length=block, seed=9)
+    assert (fast.low, fast.high) == pytest.approx((slow.low, slow.high), rel=1e-9)
