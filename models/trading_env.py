@@ -320,12 +320,23 @@ def evaluate_positions(
     three possible current positions (batched forwards), then a cheap integer scan picks the
     path. Each stretch starts flat; with ``close_at_end`` the exit at a stretch's last row is
     charged too (an honest backtest must get out before a roll or a session break).
-    Returns per-row arrays: ``rows``, ``ts`` (int64 ns), ``positions`` (int8 -1/0/1),
+    Without ``config``, the observation layout (lookback, known inputs, clip, gap rule) comes
+    from the policy's own metadata and costs are the dataset's at multiplier 1, so every model
+    is scored on the same costs. Returns per-row arrays: ``rows``, ``ts`` (int64 ns), ``positions`` (int8 -1/0/1),
     ``returns`` (next log return), ``costs``, ``rewards`` (= positions x returns - costs, as
     raw log returns, unscaled) and ``episode_start`` (bool).
     """
     fn = as_policy_fn(policy)
+    if config is None and not isinstance(data, MarketData):
+        config = policy_layout_config(policy)
     market = data if isinstance(data, MarketData) else prepare_market_data(data, split, config)
+    expected = getattr(policy, "obs_dim", None)
+    if expected is not None and int(expected) != market.obs_dim:
+        raise ValueError(
+            f"policy expects observations of {expected} values, {market.split} gives "
+            f"{market.obs_dim} (lookback {market.lookback} x {market.n_channels} + 3): "
+            "pass the EnvConfig it was trained with"
+        )
     rows = market.rows
     n = rows.size
     table = np.empty((n, N_ACTIONS), dtype=np.int64)  # action for (row, current position)
@@ -365,6 +376,26 @@ def evaluate_positions(
         "rewards": rewards,
         "episode_start": starts,
     }
+
+
+LAYOUT_FIELDS = ("lookback", "include_known", "obs_clip", "session_gap_factor")
+
+
+def policy_layout_config(policy: Any) -> EnvConfig | None:
+    """The observation layout a policy was trained with (PolicyNet ``meta`` or the SB3 window
+    extractor's ``observation_meta``), default costs; ``None`` if the policy does not say."""
+    meta = getattr(policy, "meta", None)
+    if not isinstance(meta, dict):
+        sb3 = getattr(policy, "policy", None)
+        extractors = (
+            getattr(sb3, "features_extractor", None),
+            getattr(getattr(sb3, "q_net", None), "features_extractor", None),
+        )
+        meta = next((e.observation_meta for e in extractors if hasattr(e, "observation_meta")), None)
+    env = (meta or {}).get("env")
+    if not env:
+        return None
+    return EnvConfig(**{k: env[k] for k in LAYOUT_FIELDS if k in env})
 
 
 def _to_numpy(x: Any) -> np.ndarray:

@@ -130,6 +130,8 @@ def test_safetensors_policy_reproduces_sb3_actions(which, request, tmp_path, dat
     for obs in (real, noise):
         sb3_actions = result.model.predict(obs, deterministic=True)[0]
         np.testing.assert_array_equal(net.act(obs), sb3_actions)
+    with pytest.raises(ValueError, match="expects observations of 15 values"):
+        evaluate_positions(net, data, "validation", EnvConfig(lookback=5))
     same = evaluate_positions(net, data, "validation")
     np.testing.assert_array_equal(same["positions"], evaluate_positions(result.model, data, "validation")["positions"])
 
@@ -150,6 +152,9 @@ def test_untrained_export_matches_for_both_encoders(data, algo, kind, tmp_path):
             ref = model.policy.get_distribution(torch.from_numpy(obs)).distribution.logits
             scores = torch.log_softmax(scores, dim=1)
     torch.testing.assert_close(scores, ref, rtol=1e-5, atol=1e-6)
+    # the backtest reads the layout (lookback 6, not the dataset's 4) from the policy itself
+    for policy in (net, model):
+        assert evaluate_positions(policy, data, "validation")["rows"][0] == 5
 
 
 @pytest.mark.parametrize("batch", BATCH_SIZES)
