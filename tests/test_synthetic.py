@@ -380,3 +380,24 @@ def test_large_benchmark_file(tmp_path: Path) -> None:
     o, h, lo, c = (recs[f].astype(np.int64) for f in ("open", "high", "low", "close"))
     assert np.all(lo <= np.minimum(o, c)) and np.all(np.maximum(o, c) <= h)
     assert np.all(recs["volume"] > 0) and np.all(lo > 0)
+
+
+def test_fall_dst_switch_moves_the_utc_session(tmp_path: Path) -> None:
+    """CDT -> CST on Sun 2024-11-03: Friday closes 21:00 UTC, Sunday reopens 23:00 UTC."""
+    fri, sun = generate(tmp_path, 3, roots=("ES",), start=date(2024, 11, 1))
+    last_fri = int(_read(fri)[1]["ts_event"].max())
+    first_sun = int(_read(sun)[1]["ts_event"].min())
+    assert datetime.fromtimestamp(last_fri / 1e9, tz=UTC) == datetime(
+        2024, 11, 1, 20, 59, tzinfo=UTC
+    )
+    assert datetime.fromtimestamp(first_sun / 1e9, tz=UTC) == datetime(
+        2024, 11, 3, 23, 0, tzinfo=UTC
+    )
+
+
+def test_bad_arguments_are_named(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="XX"):
+        generate(tmp_path, 1, roots=("XX",))
+    with pytest.raises(ValueError, match="ohlcv-1h"):
+        generate(tmp_path, 1, schema="ohlcv-1h")
+    assert generate(tmp_path, 0) == []
