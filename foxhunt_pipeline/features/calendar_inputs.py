@@ -70,9 +70,9 @@ def session_table(root: str, first: date, last: date) -> pl.DataFrame:
     open_days = pl.DataFrame(
         {
             "_td": [d.date() for d in sched.index],
-            "_close": pl.Series(sched["market_close"])
-            .dt.convert_time_zone("UTC")
-            .dt.cast_time_unit("ns"),
+            "_close": pl.Series(sched["market_close"].dt.tz_convert("UTC").dt.tz_localize(None))
+            .dt.cast_time_unit("ns")
+            .dt.replace_time_zone("UTC"),
         }
     )
     days = pl.DataFrame({"_td": pl.date_range(lo, hi, "1d", eager=True)}).filter(
