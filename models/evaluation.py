@@ -180,6 +180,11 @@ class _Bars:
 
 
 def _bars(data: TrainingData, split: SplitArrays, cost_multiplier: float) -> _Bars:
+    for key in ("bars_per_year", "cost_log_return", "quantiles", "target_scale"):
+        if key not in data.meta:
+            raise EvaluationError(f"training dataset meta.json lacks {key!r}")
+    if not cost_multiplier >= 0:
+        raise EvaluationError(f"cost_multiplier must be >= 0, got {cost_multiplier!r}")
     rows = decision_rows(split.window_starts, data.lookback)
     seg = np.asarray(split.segment)[rows]
     brk = np.ones(rows.size, dtype=bool)

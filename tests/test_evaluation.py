@@ -179,3 +179,12 @@ def test_bad_agent_positions_are_named(learnable, tmp_path):
         evaluate_agent("ppo", pos, learnable, out_dir=tmp_path, **FAST)
     with pytest.raises(EvaluationError, match="one per test window"):
         evaluate_agent("ppo", pos[:-1], learnable, out_dir=tmp_path, **FAST)
+
+
+def test_missing_meta_field_is_named(learnable, tmp_path):
+    import copy
+
+    data = copy.copy(learnable)
+    data.meta = {k: v for k, v in learnable.meta.items() if k != "bars_per_year"}
+    with pytest.raises(EvaluationError, match="lacks 'bars_per_year'"):
+        evaluate_agent("dqn", _signal_positions(learnable), data, out_dir=tmp_path, **FAST)
