@@ -1,0 +1,143 @@
+"""The state-space-duality (SSD) scan of Mamba-2, in plain PyTorch.
+
+Follows ``ssd_minimal_discrete`` from Dao & Gu (2024), "Transformers are SSMs",
+listing 1: the sequence is cut into chunks; within a chunk the output is a
+masked (1-semiseparable) matrix product, like causal linear attention; across
+chunks only the ``[heads, headdim, d_state]`` states are passed on. Three
+departures from the listing, all exact:
+
+* lengths that are not a multiple of the chunk are right-padded with ``A = 0``
+  (no decay) and ``X = B = C = 0``, so padded steps neither write to nor decay
+  the state, and the final state is the state after the last real step;
+* the inter-chunk recurrence is a sequential pass over chunks (as the fused
+  CUDA kernels do, ``_state_passing_fwd``) rather than the listing's
+  ``[chunks, chunks]`` matrix, so the cost stays linear in the sequence length;
+* the intra-chunk decay ``exp(sum a[s+1..l])`` is a difference of the chunk's
+  cumulative sums (as the fused kernels compute it) instead of ``segsum``:
+  the sums span one chunk only, and it saves a cumsum over a
+  ``[chunk, chunk]`` tensor per head.
+
+``B`` and ``C`` carry a group axis ``g`` (``heads % g == 0``); Mamba-2 shares
+them across the heads of a group, and keeping the axis avoids ``heads``-fold
+copies of them in the products.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def ssd_chunked(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    chunk_size: int,
+    initial_state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunked SSD scan.
+
+    Recurrence it computes, per head ``h`` (group ``g = h // (heads / groups)``)::
+
+        state_t = exp(a_t) * state_{t-1} + x_t outer b_t      # [headdim, d_state]
+        y_t     = state_t @ c_t
+
+    Args:
+        x: ``[batch, length, heads, headdim]`` (already multiplied by ``dt``).
+        a: ``[batch, length, heads]`` log decay per step (``dt * A``, <= 0).
+        b, c: ``[batch, length, groups, d_state]``.
+        chunk_size: steps per chunk.
+        initial_state: ``[batch, heads, headdim, d_state]`` or ``None`` (zeros).
+
+    Returns:
+        ``y`` ``[batch, length, heads, headdim]`` and the final state.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    bsz, length, heads, headdim = x.shape
+    groups, d_state = b.shape[2], b.shape[3]
+    if a.shape != (bsz, length, heads):
+        raise ValueError(f"a must be {(bsz, length, heads)}, got {tuple(a.shape)}")
+    if b.shape != c.shape or b.shape[:2] != (bsz, length) or heads % groups:
+        raise ValueError(
+            f"b and c must be [batch, length, groups, d_state] with heads % groups == 0; "
+            f"got b {tuple(b.shape)}, c {tuple(c.shape)}, heads {heads}"
+        )
+    pad = (-length) % chunk_size
+    if pad:
+        x = F.pad(x, (0, 0, 0, 0, 0, pad))
+        a = F.pad(a, (0, 0, 0, pad))
+        b = F.pad(b, (0, 0, 0, 0, 0, pad))
+        c = F.pad(c, (0, 0, 0, 0, 0, pad))
+    n_chunks = x.shape[1] // chunk_size
+    r = heads // groups
+    # layout [batch, chunk, group, head-in-group, step, ...] so every product is a plain bmm
+    x = x.reshape(bsz, n_chunks, chunk_size, groups, r, headdim).permute(0, 1, 3, 4, 2, 5)
+    b = b.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3).unsqueeze(3)
+    c = c.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3).unsqueeze(3)
+    a = a.reshape(bsz, n_chunks, chunk_size, groups, r).permute(0, 1, 3, 4, 2)  # b c g r l
+    a_cumsum = torch.cumsum(a, dim=-1)
+
+    # 1. intra-chunk (diagonal blocks): C_l . B_s * exp(sum a_{s+1..l}) for s <= l. Within a
+    #    chunk the cumulative sums are short, so their difference is as accurate as segsum()
+    #    (the fused kernels do the same) and avoids a cumsum over [chunk, chunk] tensors.
+    causal = torch.ones(chunk_size, chunk_size, device=x.device, dtype=torch.bool).tril()
+    decay = (a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)).masked_fill(~causal, -torch.inf)
+    scores = (c @ b.transpose(-1, -2)) * decay.exp()  # b c g r l s
+    y = scores @ x  # b c g r l p
+
+    # 2. each chunk's own contribution to the state at its end
+    decay_to_end = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b c g r l
+    chunk_states = (x * decay_to_end.unsqueeze(-1)).transpose(-1, -2) @ b  # b c g r p n
+
+    # 3. inter-chunk recurrence: the state entering each chunk
+    if initial_state is None:
+        state = x.new_zeros(bsz, groups, r, headdim, d_state)
+    else:
+        state = initial_state.reshape(bsz, groups, r, headdim, d_state).to(x.dtype)
+    chunk_decay = torch.exp(a_cumsum[..., -1])  # b c g r
+    entering = []
+    for k in range(n_chunks):
+        entering.append(state)
+        state = torch.addcmul(chunk_states[:, k], state, chunk_decay[:, k, ..., None, None])
+    states_in = torch.stack(entering, dim=1)  # b c g r p n
+
+    # 4. state -> output within each chunk
+    y = y + (c @ states_in.transpose(-1, -2)) * torch.exp(a_cumsum).unsqueeze(-1)
+
+    y = y.permute(0, 1, 4, 2, 3, 5).reshape(bsz, n_chunks * chunk_size, heads, headdim)
+    return y[:, :length], state.reshape(bsz, heads, headdim, d_state)
+
+
+def ssd_sequential(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same recurrence one step at a time: the reference for tests and the recurrent path."""
+    bsz, length, heads, headdim = x.shape
+    groups, d_state = b.shape[2], b.shape[3]
+    r = heads // groups
+    state = (
+        x.new_zeros(bsz, heads, headdim, d_state)
+        if initial_state is None
+        else initial_state.to(x.dtype)
+    )
+    ys = []
+    for t in range(length):
+        y, state = ssd_step(x[:, t], a[:, t], b[:, t].repeat_interleave(r, 1),
+                            c[:, t].repeat_interleave(r, 1), state)
+        ys.append(y)
+    return torch.stack(ys, dim=1), state
+
+
+def ssd_step(
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, state: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step: ``x [B, H, P]``, ``a [B, H]``, ``b``/``c`` ``[B, H, N]``, state ``[B, H, P, N]``."""
+    state = state * torch.exp(a)[..., None, None] + x.unsqueeze(-1) * b.unsqueeze(-2)
+    y = torch.einsum("bhpn,bhn->bhp", state, c)
+    return y, state
