@@ -17,12 +17,9 @@ DAGSTER_YAML = """\
 storage:
   sqlite:
     base_dir: {base}
-run_coordinator:
-  module: dagster._core.run_coordinator.queued_run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    max_concurrent_runs: {max_runs}
 concurrency:
+  runs:
+    max_concurrent_runs: {max_runs}
   pools:
     # only training assets use a pool ("gpu"): one training at a time on one GPU
     default_limit: {gpu_limit}
