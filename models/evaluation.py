@@ -323,13 +323,13 @@ def evaluate_forecaster(
     ``make_plots=False`` the PNGs."""
     split = require_test_split(data, name)
     check_feature_names(name, data, model_features)
+    bars = _bars(data, split, cost_multiplier)
     quantiles = list(data.meta["quantiles"])
     ds = data.window_dataset("test")
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     preds = predict_windows(name, model, ds, batch_size=batch_size, device=device,
                             expect_shape=(data.horizon, len(quantiles)))
-    bars = _bars(data, split, cost_multiplier)
     y = np.asarray(split.targets[bars.rows], np.float64) / data.target_scale
     j50 = quantile_index(quantiles, 0.5)
 
