@@ -98,6 +98,25 @@ def export_artifact(
     return path
 
 
+# training meta keys a forecaster artifact carries, so predict needs nothing else
+FORECASTER_META_KEYS = (
+    "lookback", "horizon", "quantiles", "target_scale", "observed_names", "known_names",
+    "static_names", "target_names", "roots", "feature_hash", "normalization", "dataset_config",
+    "bar_seconds",
+)
+
+
+def forecaster_metadata(training_meta: Mapping[str, Any], *, model: str, precision: str, **extra: Any) -> dict[str, Any]:
+    """Sidecar metadata for a forecaster from ``TrainingData.meta`` (train-only normalisation
+    included), plus model name, precision and anything in ``extra``."""
+    missing = [k for k in ("lookback", "horizon", "quantiles", "target_scale", "observed_names",
+                           "known_names", "static_names") if k not in training_meta]
+    if missing:
+        raise KeyError(f"training meta lacks {missing}")
+    meta = {k: training_meta[k] for k in FORECASTER_META_KEYS if k in training_meta}
+    return {"model": model, "precision": precision, **meta, **extra}
+
+
 def load_artifact(path: str | os.PathLike[str]) -> tuple[Callable[..., Any], dict[str, Any]]:
     """``(callable, meta)``; the callable takes the inputs named in ``meta["input_names"]``."""
     path = Path(path)
@@ -252,4 +271,4 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"metadata value not JSON serialisable: {type(o).__name__}")
 
 
-__all__ = ["ExportError", "artifact_bytes", "export_artifact", "load_artifact"]
+__all__ = ["ExportError", "artifact_bytes", "export_artifact", "forecaster_metadata", "load_artifact"]
