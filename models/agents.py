@@ -147,8 +147,9 @@ class DQNConfig(_AgentConfig):
     @classmethod
     def demo(cls) -> DQNConfig:
         """Small enough for ``foxhunt demo`` on a laptop CPU (tens of seconds)."""
-        return cls(total_timesteps=20_000, learning_starts=500, target_update_interval=500,
-                   buffer_size=20_000, eval_freq=5_000, net_arch=[64], encoder_hidden=64)
+        return cls(total_timesteps=20_000, learning_rate=5e-4, gamma=0.5, learning_starts=500,
+                   target_update_interval=500, buffer_size=20_000, eval_freq=5_000,
+                   net_arch=[64], encoder_hidden=64)
 
 
 @dataclass
@@ -166,8 +167,8 @@ class PPOConfig(_AgentConfig):
 
     @classmethod
     def demo(cls) -> PPOConfig:
-        return cls(total_timesteps=20_000, n_envs=2, n_steps=512, eval_freq=5_000,
-                   net_arch=[64], encoder_hidden=64)
+        return cls(total_timesteps=20_000, learning_rate=1e-3, gamma=0.5, ent_coef=0.0, n_envs=2,
+                   n_steps=512, eval_freq=5_000, net_arch=[64], encoder_hidden=64)
 
 
 @dataclass
