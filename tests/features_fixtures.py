@@ -14,8 +14,11 @@ def session_minutes(trade_day: date, bar_seconds: int = 60) -> pl.Series:
     """Bar open times of one CME session (17:00 CT the evening before -> 16:00 CT), in UTC."""
     start = datetime(trade_day.year, trade_day.month, trade_day.day) - timedelta(hours=7)
     ts = pl.datetime_range(
-        start, start + timedelta(hours=23) - timedelta(seconds=bar_seconds), f"{bar_seconds}s",
-        eager=True, time_zone="America/Chicago",
+        start,
+        start + timedelta(hours=23) - timedelta(seconds=bar_seconds),
+        f"{bar_seconds}s",
+        eager=True,
+        time_zone="America/Chicago",
     )
     return ts.dt.convert_time_zone("UTC").dt.cast_time_unit("ns")
 
@@ -55,17 +58,19 @@ def make_continuous(
         keep[0] = True
         sigma = sp.daily_vol / np.sqrt(1380)
         ret = rng.standard_normal(n) * sigma
-        ret[: constant_minutes] = 0.0  # a constant-price stretch
+        ret[:constant_minutes] = 0.0  # a constant-price stretch
         close = sp.price_level * np.exp(np.cumsum(ret))
         close = np.round(close / sp.tick_size) * sp.tick_size
         open_ = np.concatenate([[close[0]], close[:-1]])
         spread = np.abs(rng.standard_normal(n)) * sigma * sp.price_level
-        spread[: constant_minutes] = 0.0
+        spread[:constant_minutes] = 0.0
         high = np.maximum(open_, close) + np.round(spread / sp.tick_size) * sp.tick_size
         low = np.minimum(open_, close) - np.round(spread / sp.tick_size) * sp.tick_size
         vol = rng.integers(1, 500, n).astype(np.uint64)
         day = df["_day"].to_numpy()
-        seq = np.where(day > (roll_after_day if roll_after_day is not None else days), 1, 0).astype(np.int32)
+        seq = np.where(day > (roll_after_day if roll_after_day is not None else days), 1, 0).astype(
+            np.int32
+        )
         expiry = [date(2024, 3, 15) if s == 0 else date(2024, 6, 21) for s in seq]
         symbol = [f"{root}H4" if s == 0 else f"{root}M4" for s in seq]
         frames.append(
@@ -74,7 +79,9 @@ def make_continuous(
                     "ts_event": df["ts_event"],
                     "rtype": pl.Series([33] * n, dtype=pl.UInt8),
                     "publisher_id": pl.Series([1] * n, dtype=pl.UInt16),
-                    "instrument_id": pl.Series(np.where(seq == 0, 100, 200) + sp.root_id, dtype=pl.UInt32),
+                    "instrument_id": pl.Series(
+                        np.where(seq == 0, 100, 200) + sp.root_id, dtype=pl.UInt32
+                    ),
                     "symbol": symbol,
                     "root": [root] * n,
                     "open": open_,

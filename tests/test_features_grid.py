@@ -35,12 +35,22 @@ def test_trade_date_rolls_at_17_ct_across_dst():
     ts = pl.DataFrame(
         {
             "ts_event": pl.Series(
-                [utc(2024, 1, 2, 22, 59), utc(2024, 1, 2, 23, 0), utc(2024, 7, 2, 21, 59), utc(2024, 7, 2, 22, 0)]
+                [
+                    utc(2024, 1, 2, 22, 59),
+                    utc(2024, 1, 2, 23, 0),
+                    utc(2024, 7, 2, 21, 59),
+                    utc(2024, 7, 2, 22, 0),
+                ]
             ).dt.cast_time_unit("ns")
         }
     )
     out = ts.select(td=trade_date_expr(), sm=session_minute_expr())
-    assert out["td"].to_list() == [date(2024, 1, 2), date(2024, 1, 3), date(2024, 7, 2), date(2024, 7, 3)]
+    assert out["td"].to_list() == [
+        date(2024, 1, 2),
+        date(2024, 1, 3),
+        date(2024, 7, 2),
+        date(2024, 7, 3),
+    ]
     assert out["sm"].to_list() == [1439, 0, 1439, 0]
 
 

@@ -86,16 +86,27 @@ def test_features_do_not_depend_on_the_previous_contract():
     unchanged (up to float32 rounding): nothing spans the roll."""
     b = bars().filter(pl.col("root") == "ES")
     c0 = pl.col("contract_seq") == 0
-    moved = b.with_columns([pl.when(c0).then(pl.col(c) * 1.3).otherwise(pl.col(c)) for c in ("open", "high", "low", "close")])
+    moved = b.with_columns(
+        [
+            pl.when(c0).then(pl.col(c) * 1.3).otherwise(pl.col(c))
+            for c in ("open", "high", "low", "close")
+        ]
+    )
     a = build_features(b).filter(pl.col("contract_seq") == 1)
     m = build_features(moved).filter(pl.col("contract_seq") == 1)
     cols = [c for c in a.columns if c.startswith(("f_", "y_"))]
-    np.testing.assert_allclose(m.select(cols).to_numpy(), a.select(cols).to_numpy(), rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(
+        m.select(cols).to_numpy(), a.select(cols).to_numpy(), rtol=2e-3, atol=1e-6
+    )
 
 
 def test_returns_and_targets_are_log_returns_within_one_contract():
     g = regular_grid(bars()).filter(pl.col("root") == "ZN").with_columns(lc=pl.col("close").log())
-    f = feats().filter(pl.col("root") == "ZN").join(g.select("ts_event", "lc", "contract_seq"), on=["ts_event", "contract_seq"])
+    f = (
+        feats()
+        .filter(pl.col("root") == "ZN")
+        .join(g.select("ts_event", "lc", "contract_seq"), on=["ts_event", "contract_seq"])
+    )
     seg = f.filter(pl.col("contract_seq") == 0)
     lc = seg["lc"].to_numpy()
     np.testing.assert_allclose(seg["f_ret_1b"].to_numpy()[1:], np.diff(lc), atol=1e-7)
@@ -111,7 +122,9 @@ def test_static_inputs_come_from_the_root_table():
         row = f.filter(pl.col("root") == root).row(0, named=True)
         for k, v in static_values(root).items():
             assert row[k] == pytest.approx(v, rel=1e-6)
-    assert f.filter(pl.col("root") == "ZN")["s_log_tick_size"][0] == pytest.approx(math.log(ROOTS["ZN"].tick_size), rel=1e-6)
+    assert f.filter(pl.col("root") == "ZN")["s_log_tick_size"][0] == pytest.approx(
+        math.log(ROOTS["ZN"].tick_size), rel=1e-6
+    )
 
 
 def test_known_inputs_follow_the_clock_and_the_calendar():
@@ -136,14 +149,18 @@ def test_known_inputs_follow_the_clock_and_the_calendar():
     assert last["k_session_remaining_frac"][0] == pytest.approx(1 / 1380, rel=1e-5)
     # the session opens at 17:00 CT: minute of day 17*60
     first = jul5.head(1)
-    assert first["k_minute_of_day_sin"][0] == pytest.approx(math.sin(2 * math.pi * 1020 / 1440), abs=1e-6)
+    assert first["k_minute_of_day_sin"][0] == pytest.approx(
+        math.sin(2 * math.pi * 1020 / 1440), abs=1e-6
+    )
     assert first["k_session_elapsed_frac"][0] == 0.0
     assert first["k_day_of_week_sin"][0] == pytest.approx(math.sin(2 * math.pi * 4 / 7), abs=1e-6)
     assert k["k_log_days_to_expiry"].min() > 0
 
 
 def test_a_root_with_too_few_bars_errors_or_is_skipped():
-    b = pl.concat([bars().filter(pl.col("root") == "ES"), bars().filter(pl.col("root") == "ZN").head(100)])
+    b = pl.concat(
+        [bars().filter(pl.col("root") == "ES"), bars().filter(pl.col("root") == "ZN").head(100)]
+    )
     with pytest.raises(FeatureInputError, match=r"root ZN has 100 bars.*warm-up of 250"):
         build_features(b)
     with pytest.warns(UserWarning, match="root ZN has 100 bars"):
@@ -155,7 +172,12 @@ def test_a_root_with_too_few_bars_errors_or_is_skipped():
     ("mutate", "message"),
     [
         (lambda b: b.drop("expiry"), "lacks columns"),
-        (lambda b: b.with_columns(close=pl.when(pl.int_range(pl.len()) == 5).then(None).otherwise(pl.col("close"))), "row 5"),
+        (
+            lambda b: b.with_columns(
+                close=pl.when(pl.int_range(pl.len()) == 5).then(None).otherwise(pl.col("close"))
+            ),
+            "row 5",
+        ),
         (lambda b: b.with_columns(low=pl.col("high") + 1), "high < low"),
         (lambda b: pl.concat([b, b.head(2)]), "sharing"),
         (lambda b: b.with_columns(pl.col("contract_seq").cast(pl.Int64)), "contract_seq"),
