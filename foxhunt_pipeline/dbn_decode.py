@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import zstandard
 from databento.common.error import BentoError, BentoWarning
@@ -389,125 +388,127 @@ def spread_ids_from_definitions(paths: Iterable[Path | str]) -> tuple[set[int], 
 # -------------------------------------------------------------------- cleaning
 
 
+class _Resolver:
+    """Which rows of an instrument are kept, and under which symbol and root.
+
+    Decided per (instrument_id, UTC day) from the header's dated mappings (falling back
+    to definition files): spreads (by definition or symbol form) and unmapped days are
+    dropped; everything else is an outright with a root.
+    """
+
+    def __init__(self, meta: DbnMetadata, spread_ids: set[int], def_symbols: dict[int, str]):
+        self.intervals = _symbol_intervals(meta)
+        self.parent_root = _parent_root(meta)
+        self.spread_ids = spread_ids
+        self.def_symbols = def_symbols
+        self.unmapped: set[int] = set()
+
+    def may_keep(self, iid: int) -> bool:
+        """False if no row of this instrument can be an outright (skip it while decoding)."""
+        if iid in self.spread_ids:
+            return False
+        names = [iv.symbol for iv in self.intervals.get(iid, ())]
+        if iid in self.def_symbols:
+            names.append(self.def_symbols[iid])
+        if not names:
+            self.unmapped.add(iid)
+        return any(not is_spread(s) for s in names)
+
+    def segments(self, iid: int, day: np.ndarray) -> list[tuple[int, int, str | None, str | None]]:
+        """(start, stop, symbol, root) runs over a day-sorted array of one instrument's rows;
+        symbol None = drop the run."""
+        out: list[tuple[int, int, str | None, str | None]] = []
+        ivs = self.intervals.get(iid, [])
+        edges = sorted(
+            {0, len(day)}
+            | {int(np.searchsorted(day, b)) for iv in ivs for b in (iv.start_day, iv.end_day)}
+        )
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            if lo == hi:
+                continue
+            d = int(day[lo])
+            symbol = next((iv.symbol for iv in ivs if iv.start_day <= d < iv.end_day), None)
+            if symbol is None:
+                symbol = self.def_symbols.get(iid)
+            if symbol is None:
+                self.unmapped.add(iid)
+                out.append((lo, hi, None, None))
+            elif iid in self.spread_ids or is_spread(symbol):
+                out.append((lo, hi, None, "spread"))
+            else:
+                out.append((lo, hi, symbol, _root_of(symbol, d, self.parent_root)))
+        return out
+
+
 @dataclass
 class _Spill:
+    """Raw DBN records of one instrument, as DBNStore decoded them (numpy bytes)."""
+
     path: Path
-    writer: ipc.RecordBatchStreamWriter
-    sink: Any
+    fh: Any
     last_ts: int = -1
-    clean: bool = True  # strictly increasing ts_event so far
+    clean: bool = True  # strictly increasing ts_event so far: sorted and duplicate-free
     rows: int = 0
 
 
-class _ChunkCleaner:
-    """Per-chunk work: symbols, roots, outright filter, price and time conversion."""
+def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    ids = arr["instrument_id"]
+    first = ids[0]
+    if (ids == first).all():
+        yield int(first), arr
+        return
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ids)], strict=True):
+        yield int(sorted_ids[lo]), arr[order[lo:hi]]
 
-    def __init__(
-        self,
-        meta: DbnMetadata,
-        source_file: str,
-        spread_ids: set[int],
-        def_symbols: dict[int, str],
-        report: IngestReport,
-    ) -> None:
-        self.intervals = _symbol_intervals(meta)
-        self.parent_root = _parent_root(meta)
-        self.source_file = source_file
-        self.spread_ids = spread_ids
-        self.def_symbols = def_symbols
-        self.report = report
-        self._resolved: dict[tuple[int, int], tuple[str | None, str | None, bool]] = {}
-        self.unmapped: set[int] = set()
 
-    def _resolve(self, iid: int, day: int) -> tuple[str | None, str | None, bool]:
-        """(symbol, root, keep) for one instrument on one UTC day, memoised."""
-        key = (iid, day)
-        hit = self._resolved.get(key)
-        if hit is not None:
-            return hit
-        symbol = None
-        for iv in self.intervals.get(iid, ()):
-            if iv.start_day <= day < iv.end_day:
-                symbol = iv.symbol
-                break
-        if symbol is None:
-            symbol = self.def_symbols.get(iid)
-        if symbol is None:
-            out: tuple[str | None, str | None, bool] = (None, None, False)
-        elif iid in self.spread_ids or is_spread(symbol):
-            out = (symbol, None, False)
+def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:
+    """Sort one instrument's records by (ts_event, publisher_id), keep each key's first."""
+    order = np.lexsort((recs["publisher_id"], recs["ts_event"]))  # stable
+    recs = recs[order]
+    if len(recs) < 2:
+        return recs
+    same = (recs["ts_event"][1:] == recs["ts_event"][:-1]) & (
+        recs["publisher_id"][1:] == recs["publisher_id"][:-1]
+    )
+    return recs[np.r_[True, ~same]]
+
+
+def _const_strings(value: str | None, n: int) -> pa.Array:
+    """A string column of one repeated value, built as a cheap dictionary then decoded."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string())
+    ).cast(pa.string())
+
+
+def _batch(
+    recs: np.ndarray, symbol: str, root: str | None, source_file: str
+) -> tuple[pa.RecordBatch, int]:
+    """Arrow batch in the raw_bars schema; also the number of rows with an UNDEF price."""
+    n = len(recs)
+    cols: list[pa.Array] = [
+        pa.array(recs["ts_event"].astype(np.int64), pa.int64()).view(pa.timestamp("ns", tz="UTC")),
+        pa.array(np.ascontiguousarray(recs["rtype"]), pa.uint8()),
+        pa.array(np.ascontiguousarray(recs["publisher_id"]), pa.uint16()),
+        pa.array(np.ascontiguousarray(recs["instrument_id"]), pa.uint32()),
+        _const_strings(symbol, n),
+        _const_strings(root, n),
+    ]
+    any_undef = np.zeros(n, dtype=bool)
+    for c in PRICE_COLUMNS:
+        raw = recs[c]
+        undef = raw == UNDEF_PRICE
+        px = raw / PRICE_SCALE
+        if undef.any():
+            any_undef |= undef
+            cols.append(pa.array(px, pa.float64(), mask=undef))
         else:
-            out = (symbol, _root_of(symbol, day, self.parent_root), True)
-        self._resolved[key] = out
-        return out
-
-    def clean(self, arr: np.ndarray) -> pl.DataFrame:
-        n = len(arr)
-        self.report.rows_in += n
-        ts = arr["ts_event"].astype(np.int64)
-        iid = arr["instrument_id"]
-        day = (ts // NS_PER_DAY).astype(np.int32)
-        frame = pl.DataFrame(
-            {
-                "ts_event": ts,
-                "rtype": arr["rtype"],
-                "publisher_id": arr["publisher_id"],
-                "instrument_id": iid,
-                "day": day,
-                **{c: arr[c] for c in PRICE_COLUMNS},
-                "volume": arr["volume"],
-            }
-        )
-        pairs = frame.select("instrument_id", "day").unique()
-        lookup_rows = []
-        for i, d in pairs.iter_rows():
-            symbol, root, keep = self._resolve(i, d)
-            lookup_rows.append((i, d, symbol, root, keep))
-            if symbol is None:
-                self.unmapped.add(i)
-        lookup = pl.DataFrame(
-            lookup_rows,
-            schema={
-                "instrument_id": pl.UInt32,
-                "day": pl.Int32,
-                "symbol": pl.String,
-                "root": pl.String,
-                "keep": pl.Boolean,
-            },
-            orient="row",
-        )
-        frame = frame.join(lookup, on=["instrument_id", "day"], how="left", maintain_order="left")
-        keep = frame["keep"]
-        n_keep = int(keep.sum())
-        n_unmapped = int(frame["symbol"].is_null().sum())
-        self.report.unmapped_dropped += n_unmapped
-        self.report.spreads_dropped += n - n_keep - n_unmapped
-        if n_keep < n:
-            frame = frame.filter(keep)
-        undef = pl.any_horizontal([pl.col(c) == UNDEF_PRICE for c in PRICE_COLUMNS])
-        prices = [
-            pl.when(pl.col(c) == UNDEF_PRICE)
-            .then(None)
-            .otherwise(pl.col(c).cast(pl.Float64) / PRICE_SCALE)
-            .alias(c)
-            for c in PRICE_COLUMNS
-        ]
-        self.report.undef_price_rows += int(frame.select(undef.sum()).item())
-        return frame.select(
-            pl.col("ts_event").cast(pl.Datetime("ns", "UTC")),
-            "rtype",
-            "publisher_id",
-            "instrument_id",
-            "symbol",
-            "root",
-            *prices,
-            "volume",
-            pl.lit(self.source_file, pl.String).alias("source_file"),
-        )
-
-
-def _to_arrow(frame: pl.DataFrame) -> pa.Table:
-    return frame.to_arrow().cast(RAW_BARS_ARROW_SCHEMA)
+            cols.append(pa.array(px, pa.float64()))
+    cols.append(pa.array(np.ascontiguousarray(recs["volume"]), pa.uint64()))
+    cols.append(_const_strings(source_file, n))
+    return pa.RecordBatch.from_arrays(cols, schema=RAW_BARS_ARROW_SCHEMA), int(any_undef.sum())
 
 
 def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
@@ -541,21 +542,48 @@ def _check_bars(src: Path, meta: DbnMetadata) -> None:
         )
 
 
-def _write_instrument(spill: _Spill, writer: pq.ParquetWriter, report: IngestReport) -> None:
-    with pa.OSFile(str(spill.path), "rb") as fh:
-        reader = ipc.open_stream(fh)
-        if spill.clean:
-            for batch in reader:
-                writer.write_batch(batch)
+def _write_instrument(
+    iid: int,
+    spill: _Spill,
+    dtype: np.dtype,
+    resolver: _Resolver,
+    source_file: str,
+    writer: pq.ParquetWriter,
+    report: IngestReport,
+    block: int,
+) -> None:
+    def blocks() -> Iterator[np.ndarray]:
+        if not spill.clean:  # one instrument, in memory: sort + dedupe
+            recs = np.fromfile(spill.path, dtype=dtype)
+            kept = _dedupe_sorted(recs)
+            report.duplicates_dropped += len(recs) - len(kept)
+            for lo in range(0, len(kept), block):
+                yield kept[lo : lo + block]
             return
-        table = reader.read_all()
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    deduped = frame.sort(["ts_event", "publisher_id"], maintain_order=True).unique(
-        subset=list(KEY_COLUMNS), keep="first", maintain_order=True
-    )
-    report.duplicates_dropped += frame.height - deduped.height
-    writer.write_table(_to_arrow(deduped))
+        with open(spill.path, "rb") as fh:
+            while len(recs := np.fromfile(fh, dtype=dtype, count=block)):
+                yield recs
+
+    for recs in blocks():
+        day = (recs["ts_event"] // np.uint64(NS_PER_DAY)).astype(np.int64)
+        for lo, hi, symbol, root in resolver.segments(iid, day):
+            if symbol is None:
+                if root == "spread":
+                    report.spreads_dropped += hi - lo
+                else:
+                    report.unmapped_dropped += hi - lo
+                continue
+            batch, n_undef = _batch(recs[lo:hi], symbol, root, source_file)
+            report.undef_price_rows += n_undef
+            report.rows_out += hi - lo
+            writer.write_batch(batch)
+
+
+PARQUET_OPTIONS: dict[str, Any] = {
+    # dictionary pages only where values repeat; prices and times would just pay for it
+    "use_dictionary": ["rtype", "publisher_id", "instrument_id", "symbol", "root", "source_file"],
+    "write_statistics": ["ts_event", "instrument_id", "publisher_id"],
+}
 
 
 def ingest_dbn_file(
@@ -566,13 +594,16 @@ def ingest_dbn_file(
     source_file: str | None = None,
     definitions: Sequence[Path | str] = (),
     compression: str = "zstd",
+    compression_level: int | None = 1,
 ) -> IngestReport:
     """Decode one landed DBN bar file into one raw_bars parquet file at ``dest``.
 
     ``source_file`` (default: the file name, which is the Dagster partition key) fills
     the ``source_file`` column. ``definitions``: definition DBN files whose instrument
     class marks spreads (symbol form is used as well). The write is atomic: on any
-    failure a previous ``dest`` stays intact and no temporary file is left.
+    failure a previous ``dest`` stays intact and no temporary file is left. Memory is
+    bounded by ``chunk_records`` (plus, for an instrument whose records are out of
+    order or duplicated, that instrument's records).
     """
     src, dest = Path(src), Path(dest)
     store = _open_store(src)
@@ -591,41 +622,58 @@ def ingest_dbn_file(
     spread_ids, def_symbols = (
         spread_ids_from_definitions(definitions) if definitions else (set(), {})
     )
-    cleaner = _ChunkCleaner(meta, source_file or src.name, spread_ids, def_symbols, report)
+    resolver = _Resolver(meta, spread_ids, def_symbols)
+    name = source_file or src.name
     dest.parent.mkdir(parents=True, exist_ok=True)
+    skipped: dict[int, bool] = {}
+    dtype: np.dtype | None = None
 
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".ingest-") as spill_dir:
         spills: dict[int, _Spill] = {}
         try:
             for arr in _iter_chunks(store, src, chunk_records):
-                frame = cleaner.clean(arr)
-                if frame.height == 0:
-                    continue
-                for part in frame.partition_by("instrument_id", maintain_order=True):
-                    _spill(spills, Path(spill_dir), part)
+                dtype = arr.dtype
+                report.rows_in += len(arr)
+                for iid, recs in _split_by_instrument(arr):
+                    keep = skipped.get(iid)
+                    if keep is None:
+                        keep = skipped[iid] = resolver.may_keep(iid)
+                    if not keep:
+                        if iid in resolver.unmapped:
+                            report.unmapped_dropped += len(recs)
+                        else:
+                            report.spreads_dropped += len(recs)
+                        continue
+                    _spill(spills, Path(spill_dir), iid, recs)
             for s in spills.values():
-                s.writer.close()
-                s.sink.close()
+                s.fh.close()
 
             def write(tmp: Path) -> None:
-                with pq.ParquetWriter(tmp, RAW_BARS_ARROW_SCHEMA, compression=compression) as w:
+                with pq.ParquetWriter(
+                    tmp,
+                    RAW_BARS_ARROW_SCHEMA,
+                    compression=compression,
+                    compression_level=compression_level,
+                    **PARQUET_OPTIONS,
+                ) as w:
                     for iid in sorted(spills):
-                        _write_instrument(spills[iid], w, report)
-                    if not spills:
+                        assert dtype is not None
+                        _write_instrument(
+                            iid, spills[iid], dtype, resolver, name, w, report, chunk_records
+                        )
+                    if report.rows_out == 0:
                         w.write_table(RAW_BARS_ARROW_SCHEMA.empty_table())
 
             atomic_write(dest, write)
         finally:
             for s in spills.values():
-                if not s.sink.closed:
-                    s.sink.close()
+                if not s.fh.closed:
+                    s.fh.close()
 
-    report.rows_out = report.rows_in - report.spreads_dropped - report.unmapped_dropped
-    report.rows_out -= report.duplicates_dropped
     if report.rows_in == 0:
         report.warnings.append(f"{src.name}: 0 records; wrote an empty partition")
-    if cleaner.unmapped:
-        ids = ", ".join(str(i) for i in sorted(cleaner.unmapped)[:10])
+    if resolver.unmapped and report.unmapped_dropped:
+        ids = ", ".join(str(i) for i in sorted(resolver.unmapped)[:10])
         report.warnings.append(
             f"{src.name}: {report.unmapped_dropped} rows of instrument_id(s) {ids} have no "
             "symbol mapping on their date and were dropped"
@@ -637,19 +685,16 @@ def ingest_dbn_file(
     return report
 
 
-def _spill(spills: dict[int, _Spill], spill_dir: Path, part: pl.DataFrame) -> None:
-    iid = int(part["instrument_id"][0])
+def _spill(spills: dict[int, _Spill], spill_dir: Path, iid: int, recs: np.ndarray) -> None:
     spill = spills.get(iid)
-    table = _to_arrow(part)
     if spill is None:
-        path = spill_dir / f"{iid}.arrow"
-        sink = pa.OSFile(str(path), "wb")
-        spill = _Spill(path, ipc.new_stream(sink, RAW_BARS_ARROW_SCHEMA), sink)
-        spills[iid] = spill
-    ts = part["ts_event"].to_physical()
-    first, last = int(ts[0]), int(ts[-1])
-    if spill.clean and (first <= spill.last_ts or (len(ts) > 1 and int(ts.diff().min()) <= 0)):
+        path = spill_dir / f"{iid}.rec"
+        spill = spills[iid] = _Spill(path, open(path, "wb"))  # noqa: SIM115 - closed by caller
+    ts = recs["ts_event"]
+    if spill.clean and (
+        int(ts[0]) <= spill.last_ts or (len(ts) > 1 and not bool((ts[1:] > ts[:-1]).all()))
+    ):
         spill.clean = False
-    spill.last_ts = max(spill.last_ts, last)
-    spill.rows += part.height
-    spill.writer.write_table(table)
+    spill.last_ts = max(spill.last_ts, int(ts.max()))
+    spill.rows += len(recs)
+    recs.tofile(spill.fh)

@@ -139,3 +139,34 @@ def test_continuous_schema_on_built_series(tmp_path: Path) -> None:
 
 def test_dbn_error_is_a_value_error() -> None:
     assert issubclass(DbnInputError, ValueError)
+
+
+def test_validate_parquet_matches_whole_frame_across_batch_boundaries(
+    raw: pl.DataFrame, tmp_path: Path
+) -> None:
+    from foxhunt_pipeline.schemas import validate_parquet
+
+    bad = raw.sort("instrument_id", "ts_event")
+    bad = pl.concat([bad[:5], bad[4:5], bad[5:]])  # duplicate of row 4 at row 5
+    bad = set_cell(bad, 9, "low", 1e9)  # crossed bar
+    bad = set_cell(bad, 17, "close", None)
+    path = tmp_path / "bad.parquet"
+    bad.write_parquet(path)
+    whole = validate_frame(bad, raw_bars_schema(START, END))
+    for batch_rows in (5, 4, 3, 1000):  # 5: the duplicate pair straddles the boundary
+        part = validate_parquet(path, raw_bars_schema(START, END), batch_rows=batch_rows)
+        assert part.n_failed_rows == whole.n_failed_rows == 4
+        key = ["row", "check", "column"]
+        assert part.failures.sort(key).select(key).equals(whole.failures.sort(key).select(key))
+    assert validate_parquet(path, raw_bars_schema(), batch_rows=5).failures["row"].max() == 17
+
+
+def test_validate_parquet_on_clean_and_empty_files(raw: pl.DataFrame, tmp_path: Path) -> None:
+    from foxhunt_pipeline.schemas import validate_parquet
+
+    raw.write_parquet(tmp_path / "ok.parquet")
+    assert validate_parquet(tmp_path / "ok.parquet", raw_bars_schema(START, END), batch_rows=7).passed
+    raw.head(0).write_parquet(tmp_path / "empty.parquet")
+    assert validate_parquet(tmp_path / "empty.parquet", raw_bars_schema()).passed
+    raw.head(0).drop("root").write_parquet(tmp_path / "wrong.parquet")
+    assert not validate_parquet(tmp_path / "wrong.parquet", raw_bars_schema()).passed
