@@ -38,7 +38,9 @@ def _targets_null_only_at_contract_end(targets: list[str]):
         seg = ["root", "contract_seq"]
         to_end = pl.len().over(seg) - 1 - pl.int_range(pl.len()).over(seg)
         ok = [pl.col(y).is_null() == (to_end < int(y.split("_")[1])) for y in targets]
-        return data.lazyframe.select(pl.all_horizontal(ok).alias("targets_null_only_at_contract_end"))
+        return data.lazyframe.select(
+            pl.all_horizontal(ok).alias("targets_null_only_at_contract_end")
+        )
 
     return check
 
@@ -62,9 +64,14 @@ def feature_schema(columns: Sequence[str]) -> pa.DataFrameSchema:
     missing = [k for k in KEY_DTYPES if k not in cols]
     if missing:
         raise ValueError(f"features columns must include the keys {missing}")
-    checks = [pa.Check(_targets_null_only_at_contract_end(targets), name="targets_null_only_at_contract_end")]
-    return pa.DataFrameSchema(cols, checks=checks if targets else [], strict=True, ordered=False,
-                              name="features")
+    checks = [
+        pa.Check(
+            _targets_null_only_at_contract_end(targets), name="targets_null_only_at_contract_end"
+        )
+    ]
+    return pa.DataFrameSchema(
+        cols, checks=checks if targets else [], strict=True, ordered=False, name="features"
+    )
 
 
 @dataclass
@@ -82,16 +89,25 @@ def validate_features(df: pl.DataFrame, columns: Sequence[str] | None = None) ->
         schema.validate(df, lazy=True)
     except (SchemaErrors, SchemaError) as err:
         fc = getattr(err, "failure_cases", None)
-        failures = fc if isinstance(fc, pl.DataFrame) else pl.DataFrame({"failure_case": [str(err)]})
-        rows = failures["index"].drop_nulls().n_unique() if "index" in failures.columns else 0
-        summary = (
-            failures.group_by("column", "check", maintain_order=True).len().head(20)
-            if {"column", "check"} <= set(failures.columns)
-            else failures.head(5)
+        failures = (
+            fc if isinstance(fc, pl.DataFrame) else pl.DataFrame({"failure_case": [str(err)]})
         )
-        lines = [
-            f"{r.get('column')}: {r.get('check')} ({r.get('len')} cases)" for r in summary.iter_rows(named=True)
-        ]
+        rows = failures["index"].drop_nulls().n_unique() if "index" in failures.columns else 0
+        if {"column", "check", "failure_case"} <= set(failures.columns):
+            idx = pl.col("index") if "index" in failures.columns else pl.lit(None)
+            summary = failures.group_by("column", "check", maintain_order=True).agg(
+                pl.len(),
+                pl.col("failure_case").first().alias("example"),
+                idx.drop_nulls().head(3).alias("rows"),
+            )
+            lines = [
+                f"{r['column']}: {r['check']} ({r['len']} cases, e.g. {r['example']!s:.80} at rows {r['rows']})"
+                for r in summary.head(20).iter_rows(named=True)
+            ]
+        else:
+            lines = [str(err)[:500]]
         msg = f"features failed validation: {rows} rows; " + "; ".join(lines)
         return FeatureValidation(False, int(rows), failures, msg)
-    return FeatureValidation(True, 0, pl.DataFrame(), f"features passed: {df.height} rows, {df.width} columns")
+    return FeatureValidation(
+        True, 0, pl.DataFrame(), f"features passed: {df.height} rows, {df.width} columns"
+    )
