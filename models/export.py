@@ -21,6 +21,7 @@ Layout of an artifact directory (written atomically, as ``TrainingData.save`` do
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import os
@@ -178,6 +179,7 @@ def _write_torch_export(module: nn.Module, example: tuple[torch.Tensor, ...], ta
 
 def _write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], target: Path) -> None:
     errors = []
+    module = _without_raising_properties(module)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         for make in (lambda: torch.jit.trace(module, example, check_trace=False), lambda: torch.jit.script(module)):
@@ -189,6 +191,29 @@ def _write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], tar
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {_first_line(exc)}")
     raise RuntimeError(" / ".join(errors))
+
+
+def _without_raising_properties(module: nn.Module) -> nn.Module:
+    """TorchScript probes every attribute with ``hasattr``, which only swallows
+    AttributeError; a property such as ``device = next(self.parameters()).device`` raises
+    StopIteration on an int8 module (its weights are packed, not parameters). Such
+    properties are shadowed by ``None`` on a copy; the traced graph never used them."""
+    out = None
+    for name, sub in module.named_modules():
+        cls = type(sub)
+        broken = {}
+        for attr in dir(cls):
+            if isinstance(inspect.getattr_static(cls, attr, None), property):
+                try:
+                    getattr(sub, attr)
+                except Exception:
+                    broken[attr] = property(lambda self: None)
+        if broken:
+            if out is None:
+                out = copy.deepcopy(module)
+            target = out.get_submodule(name)
+            target.__class__ = type(cls.__name__, (cls,), {**broken, "__module__": cls.__module__})
+    return module if out is None else out
 
 
 def _has_dynamic_quantized(module: nn.Module) -> bool:
