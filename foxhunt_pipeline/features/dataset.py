@@ -83,12 +83,19 @@ def feature_hash(observed: list[str], known: list[str], static: list[str], targe
 
 
 def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, dict[str, list]]:
-    dates = df.get_column("_date").unique().sort().to_list()
+    """Whole trade dates go to one split; the fractions are of bars, not of dates, so a short
+    first or last session (a partial day at the edge of the data) does not make a split empty."""
+    per_date = df.group_by("_date").len().sort("_date")
+    dates = per_date.get_column("_date").to_list()
     n = len(dates)
-    n_train = int(round(n * cfg.fractions[0]))
-    n_val = int(round(n * cfg.fractions[1]))
-    bounds = {"train": dates[:n_train], "validation": dates[n_train : n_train + n_val],
-              "test": dates[n_train + n_val :]}
+    counts = per_date.get_column("len").to_numpy().astype(np.float64)
+    before = (np.cumsum(counts) - counts) / max(counts.sum(), 1.0)  # share of bars before each date
+    cut1, cut2 = cfg.fractions[0], cfg.fractions[0] + cfg.fractions[1]
+    bounds = {
+        "train": [d for d, b in zip(dates, before, strict=True) if b < cut1],
+        "validation": [d for d, b in zip(dates, before, strict=True) if cut1 <= b < cut2],
+        "test": [d for d, b in zip(dates, before, strict=True) if b >= cut2],
+    }
     avail = f"{n} trade dates available: {dates[0]} .. {dates[-1]}" if dates else "no dates available"
     for name, ds in bounds.items():
         if not ds:
