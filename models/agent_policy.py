@@ -8,6 +8,7 @@ without SB3 or unpickling: weights in safetensors, architecture in JSON.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
@@ -138,7 +139,10 @@ class PolicyNet(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return next(self.parameters()).device
+        # int8 (dynamically quantized) layers keep packed weights, not parameters: default CPU
+        for t in itertools.chain(self.parameters(), self.buffers()):
+            return t.device
+        return torch.device("cpu")
 
     def config(self) -> dict[str, Any]:
         return {
