@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import tempfile
 import warnings
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -33,6 +34,7 @@ from databento.common.error import BentoError, BentoWarning
 from databento_dbn import Compression
 
 from foxhunt_pipeline.instruments import is_spread, parse_outright
+from foxhunt_pipeline.schemas import StreamValidator, ValidationResult, raw_bars_schema
 from foxhunt_pipeline.warehouse import atomic_write
 
 UNDEF_PRICE = databento_dbn.UNDEF_PRICE
@@ -115,6 +117,7 @@ class IngestReport:
     end_ns: int | None = None
     symbols: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    validation: ValidationResult | None = None  # set by ingest_dbn_file(validate=True)
 
     @property
     def start(self) -> pd.Timestamp:
@@ -162,7 +165,8 @@ class _CheckedZstdReader(io.RawIOBase):
         self._dctx = zstandard.ZstdDecompressor()
         self._obj = self._dctx.decompressobj()
         self._in_frame = False
-        self._buf = bytearray()
+        self._pieces: deque[bytes] = deque()
+        self._buffered = 0
         self._done = False
         self._pos = 0
 
@@ -184,8 +188,13 @@ class _CheckedZstdReader(io.RawIOBase):
                 break
         return self._pos
 
+    def _push(self, data: bytes) -> None:
+        if data:
+            self._pieces.append(data)
+            self._buffered += len(data)
+
     def _fill(self, want: int) -> None:
-        while len(self._buf) < want and not self._done:
+        while self._buffered < want and not self._done:
             chunk = self._fh.read(self.READ_SIZE)
             if not chunk:
                 self._done = True
@@ -197,7 +206,7 @@ class _CheckedZstdReader(io.RawIOBase):
             data = chunk
             while data:
                 self._in_frame = True
-                self._buf += self._obj.decompress(data)
+                self._push(self._obj.decompress(data))
                 if not self._obj.eof:
                     break
                 data = self._obj.unused_data
@@ -205,13 +214,23 @@ class _CheckedZstdReader(io.RawIOBase):
                 self._in_frame = False
 
     def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes, copied once (the decoder keeps the result as its array)."""
         if size is None or size < 0:
             self._fill(1 << 62)
-            size = len(self._buf)
+            size = self._buffered
         else:
             self._fill(size)
-        out = bytes(self._buf[:size])
-        del self._buf[:size]
+        taken: list[bytes] = []
+        need = size
+        while need > 0 and self._pieces:
+            piece = self._pieces.popleft()
+            if len(piece) > need:
+                self._pieces.appendleft(piece[need:])
+                piece = piece[:need]
+            taken.append(piece)
+            need -= len(piece)
+        out = taken[0] if len(taken) == 1 else b"".join(taken)
+        self._buffered -= len(out)
         self._pos += len(out)
         return out
 
@@ -551,6 +570,7 @@ def _write_instrument(
     writer: pq.ParquetWriter,
     report: IngestReport,
     block: int,
+    validator: StreamValidator | None,
 ) -> None:
     def blocks() -> Iterator[np.ndarray]:
         if not spill.clean:  # one instrument, in memory: sort + dedupe
@@ -576,6 +596,8 @@ def _write_instrument(
             batch, n_undef = _batch(recs[lo:hi], symbol, root, source_file)
             report.undef_price_rows += n_undef
             report.rows_out += hi - lo
+            if validator is not None:
+                validator.feed(pl.from_arrow(batch))  # type: ignore[arg-type]
             writer.write_batch(batch)
 
 
@@ -595,6 +617,8 @@ def ingest_dbn_file(
     definitions: Sequence[Path | str] = (),
     compression: str = "zstd",
     compression_level: int | None = 1,
+    row_group_rows: int = 262_144,
+    validate: bool = False,
 ) -> IngestReport:
     """Decode one landed DBN bar file into one raw_bars parquet file at ``dest``.
 
@@ -604,6 +628,10 @@ def ingest_dbn_file(
     failure a previous ``dest`` stays intact and no temporary file is left. Memory is
     bounded by ``chunk_records`` (plus, for an instrument whose records are out of
     order or duplicated, that instrument's records).
+
+    ``validate=True`` checks every batch against :func:`schemas.raw_bars_schema` for the
+    file's metadata range as it is written (no second read) and puts the outcome in
+    ``report.validation``; the file is written either way.
     """
     src, dest = Path(src), Path(dest)
     store = _open_store(src)
@@ -623,6 +651,11 @@ def ingest_dbn_file(
         spread_ids_from_definitions(definitions) if definitions else (set(), {})
     )
     resolver = _Resolver(meta, spread_ids, def_symbols)
+    validator = (
+        StreamValidator(raw_bars_schema(meta.start_ns, meta.end_ns), label=f"raw_bars ({src.name})")
+        if validate
+        else None
+    )
     name = source_file or src.name
     dest.parent.mkdir(parents=True, exist_ok=True)
     skipped: dict[int, bool] = {}
@@ -659,7 +692,15 @@ def ingest_dbn_file(
                     for iid in sorted(spills):
                         assert dtype is not None
                         _write_instrument(
-                            iid, spills[iid], dtype, resolver, name, w, report, chunk_records
+                            iid,
+                            spills[iid],
+                            dtype,
+                            resolver,
+                            name,
+                            w,
+                            report,
+                            row_group_rows,
+                            validator,
                         )
                     if report.rows_out == 0:
                         w.write_table(RAW_BARS_ARROW_SCHEMA.empty_table())
@@ -670,6 +711,10 @@ def ingest_dbn_file(
                 if not s.fh.closed:
                     s.fh.close()
 
+    if validator is not None:
+        if report.rows_out == 0:
+            validator.feed(pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()))  # type: ignore[arg-type]
+        report.validation = validator.result()
     if report.rows_in == 0:
         report.warnings.append(f"{src.name}: 0 records; wrote an empty partition")
     if resolver.unmapped and report.unmapped_dropped:

@@ -238,57 +238,83 @@ def validate_frame(
     return _summarise(label or schema.name or "frame", schema, frame.height, table, max_failures)
 
 
-def validate_parquet(
-    path: str | Path,
-    schema: pa.DataFrameSchema,
-    *,
-    batch_rows: int = 1_000_000,
-    max_failures: int = 20,
-    label: str | None = None,
-) -> ValidationResult:
-    """Validate a parquet file batch by batch, so memory stays at one batch.
+class StreamValidator:
+    """Validate a table fed in order, batch by batch, so memory stays at one batch.
 
-    Exact for files in contract order (raw_bars: sorted by instrument_id, ts_event;
+    Exact for tables in contract order (raw_bars: sorted by instrument_id, ts_event;
     continuous_bars: by root, ts_event), where a duplicate key or a step back in time
-    sits next to its neighbour: each batch is validated with the previous batch's
-    last row in front of it, so no pair across a batch boundary goes unchecked.
-    Row numbers in the result are positions in the whole file.
+    sits next to its neighbour: each batch is validated with the previous batch's last
+    row in front of it, so no pair across a batch boundary goes unchecked. Row numbers
+    in the result are positions in the whole table.
     """
-    pf = pq.ParquetFile(path)
-    name = label or f"{schema.name} ({Path(path).name})"
-    tables: list[pl.DataFrame] = []
-    seen_frame_level: set[tuple[str | None, str | None]] = set()
-    prev: pl.DataFrame | None = None
-    offset = 0
-    height = 0
-    for batch in pf.iter_batches(batch_size=batch_rows):
-        frame = pl.from_arrow(batch)
-        assert isinstance(frame, pl.DataFrame)
-        height += frame.height
-        lead = 0 if prev is None else 1
-        joined = frame if prev is None else pl.concat([prev, frame], how="vertical_relaxed")
-        table = _failure_table(joined, schema)
+
+    def __init__(
+        self, schema: pa.DataFrameSchema, *, max_failures: int = 20, label: str | None = None
+    ):
+        self.schema = schema
+        self.max_failures = max_failures
+        self.label = label or schema.name or "frame"
+        self._tables: list[pl.DataFrame] = []
+        self._frame_level: set[tuple[str | None, str | None]] = set()
+        self._prev: pl.DataFrame | None = None
+        self._schema_probe: pl.DataFrame | None = None
+        self.height = 0
+
+    def feed(self, frame: pl.DataFrame) -> None:
+        if self._schema_probe is None:
+            self._schema_probe = frame.head(0)
+        if frame.height == 0:
+            return
+        lead = 0 if self._prev is None else 1
+        joined = (
+            frame if self._prev is None else pl.concat([self._prev, frame], how="vertical_relaxed")
+        )
+        table = _failure_table(joined, self.schema)
         if table is not None:
             # the carried-over row's own failures were reported with its batch; keep them
             # anyway (a duplicate pair names both rows) and de-duplicate at the end
             rows = table.filter(pl.col("row").is_not_null())
-            tables.append(rows.with_columns(pl.col("row") + (offset - lead)))
+            self._tables.append(rows.with_columns(pl.col("row") + (self.height - lead)))
             for check, column, _, value in table.filter(pl.col("row").is_null()).iter_rows():
-                if (check, column) not in seen_frame_level:
-                    seen_frame_level.add((check, column))
-                    tables.append(
+                if (check, column) not in self._frame_level:
+                    self._frame_level.add((check, column))
+                    self._tables.append(
                         pl.DataFrame(
                             [(check, column, None, value)], schema=FAILURE_SCHEMA, orient="row"
                         )
                     )
-        offset += frame.height
-        prev = frame.tail(1)
-    if height == 0:
-        table = _failure_table(pl.from_arrow(pf.schema_arrow.empty_table()), schema)  # type: ignore[arg-type]
-        tables = [table] if table is not None else []
-    merged = (
-        pl.concat(tables).unique(["check", "column", "row"], maintain_order=True)
-        if tables
-        else None
+        self.height += frame.height
+        self._prev = frame.tail(1)
+
+    def result(self) -> ValidationResult:
+        tables = list(self._tables)
+        if self.height == 0 and self._schema_probe is not None:
+            table = _failure_table(self._schema_probe, self.schema)
+            tables = [table] if table is not None else []
+        merged = (
+            pl.concat(tables).unique(["check", "column", "row"], maintain_order=True)
+            if tables
+            else None
+        )
+        return _summarise(self.label, self.schema, self.height, merged, self.max_failures)
+
+
+def validate_parquet(
+    path: str | Path,
+    schema: pa.DataFrameSchema,
+    *,
+    batch_rows: int = 262_144,
+    max_failures: int = 20,
+    label: str | None = None,
+) -> ValidationResult:
+    """Validate a parquet file in bounded memory (see :class:`StreamValidator`)."""
+    pf = pq.ParquetFile(path)
+    v = StreamValidator(
+        schema, max_failures=max_failures, label=label or f"{schema.name} ({Path(path).name})"
     )
-    return _summarise(name, schema, height, merged, max_failures)
+    v.feed(pl.from_arrow(pf.schema_arrow.empty_table()))  # type: ignore[arg-type]
+    for batch in pf.iter_batches(batch_size=batch_rows):
+        frame = pl.from_arrow(batch)
+        assert isinstance(frame, pl.DataFrame)
+        v.feed(frame)
+    return v.result()

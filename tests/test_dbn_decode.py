@@ -326,3 +326,39 @@ def test_definitions_distinguish_spreads(tmp_path: Path) -> None:
     assert spreads == set()  # MSFT is a stock, not a spread
     with pytest.raises(DbnInputError, match="expected a definition file"):
         spread_ids_from_definitions([shared_file("test_data.ohlcv-1m.v3.dbn.zst")])
+
+
+def test_inline_validation_matches_validating_the_written_file(tmp_path: Path) -> None:
+    from foxhunt_pipeline.schemas import raw_bars_schema, validate_frame
+
+    start = day_ns(date(2024, 1, 3))
+    recs = np.concatenate(
+        [
+            make_records(100, start, 40, schema="ohlcv-1s"),
+            make_records(200, start, 40, schema="ohlcv-1s"),
+        ]
+    )
+    recs["high"][5] = recs["low"][5] - NS  # crossed bar, instrument 100
+    recs["close"][60] = dbn_decode.UNDEF_PRICE  # instrument 200
+    raw = encode_dbn(
+        recs, start_ns=start, end_ns=start + 86400 * NS, schema="ohlcv-1s",
+        instruments=[Instrument(100, "ESH4", date(2024, 1, 1), date(2024, 3, 16)),
+                     Instrument(200, "ESM4", date(2024, 1, 1), date(2024, 6, 22))],
+    )  # fmt: skip
+    src = write_dbn(tmp_path / "bad bars.dbn.zst", raw)
+    r = ingest_dbn_file(src, tmp_path / "o.parquet", validate=True, row_group_rows=16)
+    assert r.validation is not None and not r.validation.passed
+    whole = validate_frame(pl.read_parquet(tmp_path / "o.parquet"), raw_bars_schema(r.start, r.end))
+    assert r.validation.n_failed_rows == whole.n_failed_rows == 2
+    assert (
+        sorted(set(r.validation.failures["row"])) == sorted(set(whole.failures["row"])) == [5, 60]
+    )
+    assert "bad bars.dbn.zst" in r.validation.message
+    good = ingest_dbn_file(
+        shared_file("test_data.ohlcv-1m.v2.dbn.zst"), tmp_path / "g.parquet", validate=True
+    )
+    assert good.validation is not None and good.validation.passed
+    empty = ingest_dbn_file(
+        shared_file("test_data.ohlcv-1d.v3.dbn.zst"), tmp_path / "e.parquet", validate=True
+    )
+    assert empty.validation is not None and empty.validation.passed

@@ -1,0 +1,163 @@
+"""raw_bars ingest vs the anchor, on one multi-million-record ohlcv-1s file.
+
+    nice python benchmarks/ingest.py [--records 5000000] [--chunk-records 1000000]
+
+Three contenders, each in its own subprocess so its peak RSS is its own
+(``os.wait4`` rusage of the child):
+
+* floor  - streaming zstd decompression of the file, output discarded;
+* anchor - ``DBNStore.from_file(p).to_df()`` then ``DataFrame.to_parquet()``;
+* ours   - ``ingest_dbn_file`` (decode, clean, spill, write) + ``validate_parquet``
+           against the raw_bars pandera contract.
+
+Reports records/s (work time, imports excluded; whole-process wall time too), peak
+RSS, and the ratios. Target: ours >= 5x the anchor's records/s at <= 1/2 its peak
+memory, and within 3x of the decompression floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODES = ("floor", "anchor", "ours")
+CHILD_MODES = (*MODES, "generate")
+
+
+def _work(mode: str, src: Path, dest: Path, chunk_records: int, records: int) -> dict:
+    if mode == "generate":
+        from foxhunt_pipeline.synthetic import generate_large_file
+
+        t0 = time.perf_counter()
+        generate_large_file(src, records, schema="ohlcv-1s", n_instruments=2, seed=11)
+        return {"seconds": time.perf_counter() - t0}
+    if mode == "floor":
+        import zstandard
+
+        t0 = time.perf_counter()
+        n = 0
+        with open(src, "rb") as fh:
+            reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+            while block := reader.read(1 << 20):
+                n += len(block)
+        return {"seconds": time.perf_counter() - t0, "bytes_out": n}
+    if mode == "anchor":
+        import warnings
+
+        import databento as db
+
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        df = db.DBNStore.from_file(src).to_df()
+        df.to_parquet(dest)
+        return {"seconds": time.perf_counter() - t0, "rows": len(df)}
+    from foxhunt_pipeline.dbn_decode import ingest_dbn_file
+    from foxhunt_pipeline.schemas import raw_bars_schema, validate_parquet
+
+    t0 = time.perf_counter()
+    report = ingest_dbn_file(src, dest, chunk_records=chunk_records)
+    t1 = time.perf_counter()
+    result = validate_parquet(dest, raw_bars_schema(report.start, report.end))
+    t2 = time.perf_counter()
+    return {
+        "seconds": t2 - t0,
+        "ingest_seconds": t1 - t0,
+        "validate_seconds": t2 - t1,
+        "rows": report.rows_out,
+        "passed": result.passed,
+    }
+
+
+def _child(mode: str, src: Path, dest: Path, chunk_records: int, records: int = 0) -> dict:
+    """Run one contender in a fresh interpreter; returns its result + peak RSS + wall time.
+
+    The parent stays small (no numpy/polars imported here): Linux carries a parent's
+    peak RSS into a forked child's ``ru_maxrss``.
+    """
+    cmd = [sys.executable, __file__, "--child", mode, "--file", str(src), "--dest", str(dest)]
+    cmd += ["--chunk-records", str(chunk_records), "--records", str(records)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, env={**os.environ, "PYTHONWARNINGS": "ignore"}
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} failed with exit code {proc.returncode}")
+    res = json.loads(out.decode().strip().splitlines()[-1])
+    res["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux: KiB
+    res["process_seconds"] = wall
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--chunk-records", type=int, default=1_000_000)
+    ap.add_argument("--dir", type=Path, default=None, help="work dir (default: a temp dir)")
+    ap.add_argument("--child", choices=CHILD_MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child:
+        print(json.dumps(_work(args.child, args.file, args.dest, args.chunk_records, args.records)))
+        return 0
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        work = Path(tmp)
+        src = work / "bench.ohlcv-1s.dbn.zst"
+        gen_s = _child("generate", src, src, args.chunk_records, args.records)["seconds"]
+        size_mb = src.stat().st_size / 1e6
+        print(
+            f"file: {args.records:,} ohlcv-1s records, 2 instruments, {size_mb:.0f} MB zstd "
+            f"(generated in {gen_s:.1f} s)"
+        )
+        results = {m: _child(m, src, work / f"{m}.parquet", args.chunk_records) for m in MODES}
+
+    n = args.records
+    print(f"{'':8}{'work s':>9}{'process s':>11}{'records/s':>14}{'peak RSS MB':>13}")
+    for m in MODES:
+        r = results[m]
+        print(
+            f"{m:8}{r['seconds']:9.2f}{r['process_seconds']:11.2f}{n / r['seconds']:14,.0f}"
+            f"{r['peak_rss_mb']:13.0f}"
+        )
+    ours, anchor, floor = results["ours"], results["anchor"], results["floor"]
+    speedup = anchor["seconds"] / ours["seconds"]
+    mem = ours["peak_rss_mb"] / anchor["peak_rss_mb"]
+    vs_floor = ours["seconds"] / floor["seconds"]
+    print(
+        f"ours: ingest {ours['ingest_seconds']:.2f} s + validate {ours['validate_seconds']:.2f} s; "
+        f"rows {ours['rows']:,}; contract passed: {ours['passed']}"
+    )
+    print(f"speed vs anchor: {speedup:.1f}x (target >= 5x)")
+    print(f"peak memory vs anchor: {mem:.2f} (target <= 0.5)")
+    print(f"time vs decompression floor: {vs_floor:.1f}x (target <= 3x)")
+    print(
+        json.dumps(
+            {
+                "records": n,
+                "results": results,
+                "speedup": speedup,
+                "memory_ratio": mem,
+                "floor_ratio": vs_floor,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
