@@ -479,8 +479,14 @@ def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
+    # gather whole records as rows of 8-byte words: a plain block copy, several times
+    # faster than numpy's per-field copy of a structured array
+    words = arr.dtype.itemsize // 8 if arr.dtype.itemsize % 8 == 0 else 0
+    flat = np.ascontiguousarray(arr).view(np.uint64).reshape(len(arr), words) if words else None
     for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ids)], strict=True):
-        yield int(sorted_ids[lo]), arr[order[lo:hi]]
+        idx = order[lo:hi]
+        part = flat[idx].reshape(-1).view(arr.dtype) if flat is not None else arr[idx]
+        yield int(sorted_ids[lo]), part
 
 
 def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:

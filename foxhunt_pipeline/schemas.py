@@ -249,7 +249,12 @@ class StreamValidator:
     """
 
     def __init__(
-        self, schema: pa.DataFrameSchema, *, max_failures: int = 20, label: str | None = None
+        self,
+        schema: pa.DataFrameSchema,
+        *,
+        max_failures: int = 20,
+        label: str | None = None,
+        batch_rows: int = 1_000_000,
     ):
         self.schema = schema
         self.max_failures = max_failures
@@ -258,13 +263,32 @@ class StreamValidator:
         self._frame_level: set[tuple[str | None, str | None]] = set()
         self._prev: pl.DataFrame | None = None
         self._schema_probe: pl.DataFrame | None = None
+        self._pending: list[pl.DataFrame] = []
+        self._pending_rows = 0
+        self.batch_rows = batch_rows
         self.height = 0
 
     def feed(self, frame: pl.DataFrame) -> None:
+        """Queue a batch; pandera runs once ``batch_rows`` rows are queued (its cost is
+        mostly per call, so small batches are pooled)."""
         if self._schema_probe is None:
             self._schema_probe = frame.head(0)
         if frame.height == 0:
             return
+        self._pending.append(frame)
+        self._pending_rows += frame.height
+        if self._pending_rows >= self.batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        frame = (
+            self._pending[0]
+            if len(self._pending) == 1
+            else pl.concat(self._pending, how="vertical_relaxed")
+        )
+        self._pending, self._pending_rows = [], 0
         lead = 0 if self._prev is None else 1
         joined = (
             frame if self._prev is None else pl.concat([self._prev, frame], how="vertical_relaxed")
@@ -287,6 +311,7 @@ class StreamValidator:
         self._prev = frame.tail(1)
 
     def result(self) -> ValidationResult:
+        self._flush()
         tables = list(self._tables)
         if self.height == 0 and self._schema_probe is not None:
             table = _failure_table(self._schema_probe, self.schema)
@@ -309,9 +334,8 @@ def validate_parquet(
 ) -> ValidationResult:
     """Validate a parquet file in bounded memory (see :class:`StreamValidator`)."""
     pf = pq.ParquetFile(path)
-    v = StreamValidator(
-        schema, max_failures=max_failures, label=label or f"{schema.name} ({Path(path).name})"
-    )
+    name = label or f"{schema.name} ({Path(path).name})"
+    v = StreamValidator(schema, max_failures=max_failures, label=name, batch_rows=batch_rows)
     v.feed(pl.from_arrow(pf.schema_arrow.empty_table()))  # type: ignore[arg-type]
     for batch in pf.iter_batches(batch_size=batch_rows):
         frame = pl.from_arrow(batch)
