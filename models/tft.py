@@ -24,9 +24,17 @@ none changes what the model can express in a way that matters here):
   reference needs gigabytes to train). Here embeddings and per-variable GRNs have width
   ``var_width``, and each variable gets its own linear lift ``P_v: var_width ->
   d_model``. The VSN output ``sum_v w_v P_v xi_v`` is computed as one matmul of the
-  weighted, flattened ``[B, T, V * var_width]`` tensor with the stacked ``P``, so no
+  weighted, flattened ``[B * T, V * var_width]`` tensor with the stacked ``P``, so no
   ``[B, T, V, d_model]`` tensor ever exists. This is the paper's VSN with each
   per-variable GRN replaced by ``P_v o GRN_v`` of width ``var_width``.
+* **Linear embeddings folded into the first layers.** Real-valued inputs are embedded
+  linearly (as in the paper), so the first linear layer of every per-variable GRN and
+  of the selection-weight GRN over the flattened embeddings ``Xi_t`` is an affine map of
+  the raw inputs; it is applied to ``x`` directly (exact reparametrisation). The
+  selection GRN's skip path is a per-variable affine map (the paper leaves the
+  ``V * width -> V`` projection unspecified; a dense one would cost ``B T V^2 width``).
+  Per-variable layer-norm gains fold into ``P_v``. Dropout of the per-variable GRNs is
+  applied once to the VSN output rather than to ``V`` tensors of width ``var_width``.
 * **GRN with W1 folded into the GLU.** In eq. 2-5, ``eta_1 = W1 eta_2 + b1`` feeds only
   the two linear maps of the GLU, so ``W1`` is folded into them (same function class,
   one matmul fewer); dropout sits before the GLU as in the paper.
@@ -128,12 +136,14 @@ class GatedResidualNetwork(nn.Module):
     """``LayerNorm(skip(a) + GLU(ELU(W2 a + W3 c + b2)))`` (eq. 2-4, W1 folded into GLU)."""
 
     def __init__(self, d_in: int, d_hidden: int, d_out: int, d_context: int | None = None,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, skip: nn.Module | None = None):
         super().__init__()
         self.fc_in = nn.Linear(d_in, d_hidden)
         self.fc_context = nn.Linear(d_context, d_hidden, bias=False) if d_context else None
         self.glu = GatedLinearUnit(d_hidden, d_out, dropout)
-        self.skip = nn.Linear(d_in, d_out) if d_in != d_out else None
+        if skip is None and d_in != d_out:
+            skip = nn.Linear(d_in, d_out)
+        self.skip = skip
         self.norm = nn.LayerNorm(d_out)
 
     def forward(self, a: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
@@ -146,61 +156,66 @@ class GatedResidualNetwork(nn.Module):
         return self.norm(residual + self.glu(F.elu(hidden)))
 
 
-class VariableLinear(nn.Module):
-    """One independent linear map per variable, applied to ``[..., V, d_in]`` at once."""
+class PerVariableAffine(nn.Module):
+    """``x_v * a_v + b_v`` for every variable: the selection GRN's skip path."""
 
-    def __init__(self, n_vars: int, d_in: int, d_out: int):
+    def __init__(self, n_vars: int):
         super().__init__()
-        bound = 1.0 / math.sqrt(d_in)
-        self.weight = nn.Parameter(torch.empty(n_vars, d_in, d_out).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(n_vars, d_out).uniform_(-bound, bound))
+        self.scale = nn.Parameter(torch.ones(n_vars))
+        self.shift = nn.Parameter(torch.zeros(n_vars))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("...vi,vio->...vo", x, self.weight) + self.bias
-
-
-class VariableGRN(nn.Module):
-    """A GRN per variable (own weights, own layer-norm affine), batched over variables."""
-
-    def __init__(self, n_vars: int, width: int, dropout: float = 0.0):
-        super().__init__()
-        self.width = width
-        self.fc_in = VariableLinear(n_vars, width, width)
-        self.dropout = nn.Dropout(dropout)
-        self.glu = VariableLinear(n_vars, width, 2 * width)
-        self.norm_weight = nn.Parameter(torch.ones(n_vars, width))
-        self.norm_bias = nn.Parameter(torch.zeros(n_vars, width))
-
-    def forward(self, a: torch.Tensor) -> torch.Tensor:
-        value, gate = self.glu(self.dropout(F.elu(self.fc_in(a)))).chunk(2, dim=-1)
-        out = F.layer_norm(a + torch.sigmoid(gate) * value, (self.width,))
-        return out * self.norm_weight + self.norm_bias
+        return torch.addcmul(self.shift, x, self.scale)
 
 
 class VariableSelectionNetwork(nn.Module):
-    """Eq. 6-8 over ``[B, T, V]`` real-valued inputs; returns ``([B, T, d_model], [B, T, V])``."""
+    """Eq. 6-8 over ``[B, T, V]`` real-valued inputs; returns ``([B, T, d_model], [B, T, V])``.
+
+    Each variable ``v`` has its own linear embedding ``xi_v = x_v e_v + f_v`` (width
+    ``width``), its own GRN of that width, and its own lift ``P_v`` to ``d_model``. As the
+    embedding is affine in the scalar ``x_v``, the first linear layer of each per-variable
+    GRN and of the selection GRN over the flattened ``Xi`` are affine maps of the raw
+    inputs and are applied to ``x`` directly (an exact reparametrisation that removes a
+    ``[B, T, V * width] x [V * width, d_model]`` matmul). The per-variable layer-norm gain
+    is absorbed into ``P_v`` and its bias into ``lift_bias``. Per-variable work runs in a
+    ``[V, B * T, width]`` layout so the GLU is a single ``baddbmm`` with no copies.
+    """
 
     def __init__(self, n_vars: int, width: int, d_model: int, d_context: int | None,
                  dropout: float):
         super().__init__()
-        self.n_vars = n_vars
-        bound = 1.0
-        self.embed_weight = nn.Parameter(torch.empty(n_vars, width).uniform_(-bound, bound))
-        self.embed_bias = nn.Parameter(torch.zeros(n_vars, width))
-        self.selector = GatedResidualNetwork(n_vars * width, d_model, n_vars, d_context, dropout)
-        self.var_grn = VariableGRN(n_vars, width, dropout)
-        # per-variable lift P_v: width -> d_model, stacked so sum_v w_v P_v xi_v is one matmul
+        self.n_vars, self.width = n_vars, width
+        self.selector = GatedResidualNetwork(n_vars, d_model, n_vars, d_context, dropout,
+                                             skip=PerVariableAffine(n_vars))
+        self.embed_weight = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-1.0, 1.0))
+        self.embed_bias = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-1.0, 1.0))
+        self.pre_weight = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-1.0, 1.0))
+        self.pre_bias = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-0.5, 0.5))
+        bound = 1.0 / math.sqrt(width)
+        self.glu_weight = nn.Parameter(torch.empty(n_vars, width, 2 * width).uniform_(-bound, bound))
+        self.glu_bias = nn.Parameter(torch.empty(n_vars, 1, 2 * width).uniform_(-bound, bound))
+        # stacked P_v: sum_v w_v P_v n_v is one [N, V * width] x [V * width, d_model] matmul
         self.lift = nn.Linear(n_vars * width, d_model)
+        self.lift_bias = nn.Parameter(torch.zeros(n_vars, d_model))
+        self.dropout = nn.Dropout(dropout)
+
+    def process(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-variable GRN outputs (before the lift), ``[V, N, width]`` for ``x [N, V]``."""
+        xv = x.t().unsqueeze(-1)  # [V, N, 1]
+        emb = torch.addcmul(self.embed_bias, xv, self.embed_weight)
+        hidden = F.elu(torch.addcmul(self.pre_bias, xv, self.pre_weight))
+        gated = F.glu(torch.baddbmm(self.glu_bias, hidden, self.glu_weight), dim=-1)
+        return F.layer_norm(emb + gated, (self.width,))
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        emb = x.unsqueeze(-1) * self.embed_weight + self.embed_bias  # [B, T, V, w]
-        flat = emb.flatten(-2)
-        weights = torch.softmax(self.selector(flat, context), dim=-1)  # [B, T, V]
-        processed = self.var_grn(emb)
-        combined = self.lift((processed * weights.unsqueeze(-1)).flatten(-2))
-        return combined, weights
-
+        lead = x.shape[:-1]
+        weights = torch.softmax(self.selector(x, context), dim=-1)  # [B, T, V]
+        flat_w = weights.reshape(-1, self.n_vars)  # [N, V]
+        processed = self.process(x.reshape(-1, self.n_vars)) * flat_w.t().unsqueeze(-1)
+        stacked = processed.transpose(0, 1).reshape(flat_w.shape[0], -1)  # [N, V * width]
+        combined = self.lift(stacked) + flat_w @ self.lift_bias
+        return self.dropout(combined).reshape(*lead, -1), weights
 
 class GateAddNorm(nn.Module):
     """Gated skip connection: ``LayerNorm(skip + GLU(x))`` (eq. 12, 15, 17)."""

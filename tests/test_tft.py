@@ -6,7 +6,7 @@ from models.tft import (
     GatedResidualNetwork,
     TemporalFusionTransformer,
     TFTConfig,
-    VariableGRN,
+    VariableSelectionNetwork,
     causal_mask,
 )
 
@@ -65,16 +65,27 @@ def test_grn_input_scale_matters():
     assert not torch.allclose(small, large, atol=1e-3)
 
 
-def test_variable_grn_keeps_variables_independent():
+def test_per_variable_grns_keep_variables_independent():
     torch.manual_seed(0)
-    vgrn = VariableGRN(n_vars=5, width=4).eval()
-    x = torch.randn(2, 3, 5, 4)
-    base = vgrn(x)
+    vsn = VariableSelectionNetwork(n_vars=5, width=4, d_model=8, d_context=None, dropout=0.0)
+    x = torch.randn(6, 5)
+    base = vsn.process(x)  # [V, N, width]
     x2 = x.clone()
-    x2[..., 2, :] += 1.0
-    changed = (vgrn(x2) - base).abs().amax(dim=(0, 1, 3))
+    x2[:, 2] += 1.0
+    changed = (vsn.process(x2) - base).abs().amax(dim=(1, 2))
     assert changed[2] > 1e-3
     assert torch.all(changed[[0, 1, 3, 4]] == 0)
+
+
+def test_variable_selection_weights_respond_to_inputs_and_context():
+    torch.manual_seed(0)
+    vsn = VariableSelectionNetwork(n_vars=5, width=4, d_model=8, d_context=3, dropout=0.0).eval()
+    x, ctx = torch.randn(2, 7, 5), torch.randn(2, 1, 3)
+    out, w = vsn(x, ctx)
+    assert out.shape == (2, 7, 8) and w.shape == (2, 7, 5)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 7))
+    assert not torch.allclose(vsn(x, torch.randn(2, 1, 3))[1], w, atol=1e-4)
+    assert not torch.allclose(vsn(x * 3, ctx)[1], w, atol=1e-4)
 
 
 # --- causal mask (LEGACY failure 4) -----------------------------------------

@@ -54,7 +54,7 @@ def test_beats_climatology_on_learnable_data():
                                    n_observed=4, n_known=3, n_static=2, lookback=12,
                                    signal=0.5, seed=0)
     model = _tft(data, hidden=16, heads=2, lstm_layers=1, var_width=4, dropout=0.0)
-    cfg = TrainConfig(epochs=6, batch_size=64, lr=3e-3, patience=3, num_threads=1, seed=0)
+    cfg = TrainConfig(epochs=8, batch_size=64, lr=5e-3, patience=2, num_threads=1, seed=0)
     result = train_forecaster(model, data, cfg)
     val = data.window_dataset("validation")
     targets = scaled_targets(val)
