@@ -254,7 +254,7 @@ class StreamValidator:
         *,
         max_failures: int = 20,
         label: str | None = None,
-        batch_rows: int = 1_000_000,
+        batch_rows: int = 524_288,
     ):
         self.schema = schema
         self.max_failures = max_failures

@@ -362,3 +362,16 @@ def test_inline_validation_matches_validating_the_written_file(tmp_path: Path) -
         shared_file("test_data.ohlcv-1d.v3.dbn.zst"), tmp_path / "e.parquet", validate=True
     )
     assert empty.validation is not None and empty.validation.passed
+
+
+def test_truncated_input_mid_stream_leaves_previous_dest(tmp_path: Path) -> None:
+    dest = tmp_path / "wh" / "data.parquet"
+    good = _good_zst(tmp_path, n=20_000)
+    ingest_dbn_file(good, dest)
+    before = dest.read_bytes()
+    data = good.read_bytes()
+    cut = tmp_path / "cut.dbn.zst"
+    cut.write_bytes(data[: len(data) * 9 // 10])
+    with pytest.raises(DbnInputError, match="truncated"):
+        ingest_dbn_file(cut, dest, chunk_records=1000)  # fails after chunks were spilled
+    assert dest.read_bytes() == before and leftovers(dest.parent) == []
