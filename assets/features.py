@@ -25,6 +25,7 @@ class DatasetConfig(dg.Config):
     lookback: int = 60
     horizon: int = 5
     cost_ticks: float = 1.0
+    fee_per_contract: float = 1.0
 
 
 @dg.asset(
@@ -49,7 +50,8 @@ class DatasetConfig(dg.Config):
 )
 def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage: FoxhuntStorage):
     from foxhunt_pipeline import warehouse
-    from foxhunt_pipeline.features import FeatureConfig, build_features, validate_features
+    from foxhunt_pipeline.features import FeatureConfig, build_features
+    from foxhunt_pipeline.features.schema import validate_features
 
     source = storage.table_dir("continuous_bars") / "data.parquet"
     if not source.exists():
@@ -105,12 +107,18 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
 
     source = storage.table_dir("features") / "data.parquet"
     frame = pl.read_parquet(source)
+    test_fraction = 1.0 - config.train_fraction - config.validation_fraction
+    closes = pl.read_parquet(
+        storage.table_dir("continuous_bars") / "data.parquet", columns=["ts_event", "root", "close"]
+    )
     data = build_training_dataset(
         frame,
         BuildConfig(
-            train_fraction=config.train_fraction, validation_fraction=config.validation_fraction,
+            fractions=(config.train_fraction, config.validation_fraction, test_fraction),
             lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
+            fee_per_contract=config.fee_per_contract,
         ),
+        close_prices=closes,
     )
     path = data.save(storage.warehouse / DATASET_DIR)
     splits = data.meta["splits"]

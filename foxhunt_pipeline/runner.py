@@ -90,23 +90,29 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
     import dagster as dg
 
     failed_checks = [
-        e.event_specific_data.asset_check_evaluation.check_name
+        e.event_specific_data.check_name
         for e in result.all_events
-        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
-        and not e.event_specific_data.asset_check_evaluation.passed
+        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed
     ]
     ok = result.success and not failed_checks
     status = "ok" if ok else "FAILED"
     extra = f"; failed checks: {', '.join(failed_checks)}" if failed_checks else ""
     if not result.success:
         errs = [
-            f"{e.step_key}: {e.event_specific_data.error.message.strip().splitlines()[0]}"
+            f"{e.step_key}: {_root_cause(e.event_specific_data.error)}"
             for e in result.all_events
             if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data.error
         ]
         extra += "".join(f"\n    {m}" for m in errs[:5])
     echo(f"[{status}] {label} in {time.perf_counter() - t0:.1f}s (run {result.run_id[:8]}){extra}")
     return ok
+
+
+def _root_cause(error) -> str:
+    """The user's exception, not Dagster's wrapper around it."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip().splitlines()[-1] if error.message.strip() else error.cls_name
 
 
 def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Echo = print) -> bool:
