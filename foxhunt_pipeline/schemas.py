@@ -43,10 +43,32 @@ def _ohlc_consistent(data: PolarsData) -> pl.LazyFrame:
     )
 
 
+def _key_order(keys: list[str]) -> tuple[pl.Expr, pl.Expr]:
+    """(every row sorts at or after the previous one by ``keys``, row has the previous row's keys)."""
+    eq = [pl.col(c) == pl.col(c).shift(1) for c in keys]
+    gt = [pl.col(c) > pl.col(c).shift(1) for c in keys]
+    after = pl.lit(False)
+    for i in range(len(keys)):
+        prefix = pl.all_horizontal(eq[:i]) if i else pl.lit(True)
+        after = after | (prefix & gt[i])
+    same = pl.all_horizontal(eq).fill_null(False)
+    return (after.fill_null(True) | same).all().alias("in_order"), same.alias("same")
+
+
 def _increasing_within(keys: list[str]):
+    """ts_event strictly increasing within each group of ``keys``, in row order. Frames whose
+    groups are contiguous (sorted by the keys) need one comparison with the previous row; any
+    other order falls back to a windowed diff (a hash group-by, slower)."""
+
     def check(data: PolarsData) -> pl.LazyFrame:
+        frame = data.lazyframe.select([*keys, "ts_event"]).collect()
+        in_order, same = _key_order(keys)
+        stats = frame.select(in_order, same, step=pl.col("ts_event").to_physical().diff())
+        if frame.height == 0 or stats["in_order"][0]:
+            bad = stats["same"] & (stats["step"] <= 0).fill_null(False)
+            return pl.LazyFrame({"increasing": ~bad})
         step = pl.col("ts_event").to_physical().diff().over(keys)
-        return data.lazyframe.select((step.is_null() | (step > 0)).alias("increasing"))
+        return frame.lazy().select((step.is_null() | (step > 0)).alias("increasing"))
 
     check.__name__ = f"ts_event_increasing_per_{'_'.join(keys)}"
     return check
@@ -60,14 +82,7 @@ def _unique_over(keys: list[str]):
 
     def check(data: PolarsData) -> pl.LazyFrame:
         frame = data.lazyframe.select(keys).collect()
-        eq = [pl.col(c) == pl.col(c).shift(1) for c in keys]
-        gt = [pl.col(c) > pl.col(c).shift(1) for c in keys]
-        after = pl.lit(False)
-        for i in range(len(keys)):
-            prefix = pl.all_horizontal(eq[:i]) if i else pl.lit(True)
-            after = after | (prefix & gt[i])
-        same = pl.all_horizontal(eq).fill_null(False)
-        stats = frame.select(in_order=(after.fill_null(True) | same).all(), same=same)
+        stats = frame.select(*_key_order(keys))
         if frame.height == 0 or stats["in_order"][0]:
             dup = stats["same"]
             return pl.LazyFrame({"unique": ~(dup | dup.shift(-1, fill_value=False))})

@@ -170,3 +170,15 @@ def test_validate_parquet_on_clean_and_empty_files(raw: pl.DataFrame, tmp_path: 
     assert validate_parquet(tmp_path / "empty.parquet", raw_bars_schema()).passed
     raw.head(0).drop("root").write_parquet(tmp_path / "wrong.parquet")
     assert not validate_parquet(tmp_path / "wrong.parquet", raw_bars_schema()).passed
+
+
+def test_increasing_check_on_interleaved_instruments(raw: pl.DataFrame) -> None:
+    inter = raw.sort("ts_event", "instrument_id")  # groups not contiguous: windowed path
+    assert inter["instrument_id"][0] != inter["instrument_id"][1]
+    assert validate_frame(inter, raw_bars_schema()).passed
+    order = list(range(inter.height))
+    order[1], order[3] = 3, 1  # two bars of the same instrument swapped
+    bad = inter[order]
+    r = validate_frame(bad, raw_bars_schema())
+    inc = r.failures.filter(pl.col("check") == "ts_event_increasing_per_instrument")
+    assert inc["row"].to_list() == [3]
