@@ -24,6 +24,7 @@ from foxhunt_pipeline.features.library import (
     ema_spans,
     feature_names,
     feature_stages,
+    shared_exprs,
 )
 from foxhunt_pipeline.features.static_inputs import STATIC_NAMES, static_exprs
 from foxhunt_pipeline.features.targets import target_exprs, target_names
@@ -51,7 +52,13 @@ class FeatureInputError(ValueError):
 
 
 def output_columns(cfg: FeatureConfig) -> list[str]:
-    return [*KEY_COLUMNS, *feature_names(cfg), *KNOWN_NAMES, *STATIC_NAMES, *target_names(cfg.horizons)]
+    return [
+        *KEY_COLUMNS,
+        *feature_names(cfg),
+        *KNOWN_NAMES,
+        *STATIC_NAMES,
+        *target_names(cfg.horizons),
+    ]
 
 
 def check_continuous(df: pl.DataFrame) -> pl.DataFrame:
@@ -61,12 +68,18 @@ def check_continuous(df: pl.DataFrame) -> pl.DataFrame:
         raise FeatureInputError(f"continuous_bars lacks columns {missing}; has {df.columns}")
     for c, dt in REQUIRED.items():
         if dt is not None and df.schema[c] != dt:
-            raise FeatureInputError(f"continuous_bars column {c!r} is {df.schema[c]}, expected {dt}")
+            raise FeatureInputError(
+                f"continuous_bars column {c!r} is {df.schema[c]}, expected {dt}"
+            )
     if not df.schema["volume"].is_integer():
-        raise FeatureInputError(f"continuous_bars column 'volume' is {df.schema['volume']}, expected an integer")
+        raise FeatureInputError(
+            f"continuous_bars column 'volume' is {df.schema['volume']}, expected an integer"
+        )
     price = ["open", "high", "low", "close"]
     bad = df.with_row_index("_row").filter(
-        pl.any_horizontal([pl.col(c).is_null() | ~pl.col(c).is_finite() | (pl.col(c) <= 0) for c in price])
+        pl.any_horizontal(
+            [pl.col(c).is_null() | ~pl.col(c).is_finite() | (pl.col(c) <= 0) for c in price]
+        )
         | pl.col("expiry").is_null()
         | (pl.col("high") < pl.col("low"))
     )
@@ -97,7 +110,11 @@ def check_continuous(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.DataFrame:
-    grid = regular_grid(bars, cfg.bar_seconds) if cfg.fill_grid else bars.with_columns(is_filled=pl.lit(False))
+    grid = (
+        regular_grid(bars, cfg.bar_seconds)
+        if cfg.fill_grid
+        else bars.with_columns(is_filled=pl.lit(False))
+    )
     # Eager, stage by stage: one lazy plan of ~250 windowed expressions costs seconds of
     # query optimisation per root, far more than executing it.
     df = grid.with_columns(
@@ -119,6 +136,9 @@ def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.Data
     spans = ema_spans(cfg)
     if spans:
         df = df.with_columns([_ewm(pl.col("close"), s).alias(ema_col(s)) for s in spans])
+    shared = shared_exprs(cfg)
+    if shared:
+        df = df.with_columns(shared)
     for stage in feature_stages(cfg):
         df = df.with_columns(stage)
     out = df.with_columns(target_exprs(cfg.horizons)).filter(pl.col("_pos") >= cfg.warmup_bars)
@@ -146,8 +166,12 @@ def build_features(continuous: pl.DataFrame, config: FeatureConfig | None = None
         kept = set(part["contract_seq"].unique().to_list())
         short = sorted(set(bars["contract_seq"].unique().to_list()) - kept)
         if short:
-            log.warning("root %s: contracts %s shorter than the warm-up (%d bars) dropped", root, short, w)
+            log.warning(
+                "root %s: contracts %s shorter than the warm-up (%d bars) dropped", root, short, w
+            )
         parts.append(part)
     if not parts:
-        raise FeatureInputError(f"no root has more than the warm-up of {w} bars; roots: {df['root'].unique().to_list()}")
+        raise FeatureInputError(
+            f"no root has more than the warm-up of {w} bars; roots: {df['root'].unique().to_list()}"
+        )
     return pl.concat(parts, how="vertical")

@@ -79,8 +79,10 @@ def session_table(root: str, first: date, last: date) -> pl.DataFrame:
         pl.col("_td").dt.weekday() <= 5
     )
     default_close = (
-        pl.col("_td").cast(pl.Datetime("ns")) + pl.duration(minutes=REGULAR_CLOSE_MINUTE)
-    ).dt.replace_time_zone(EXCHANGE_TZ, ambiguous="earliest").dt.convert_time_zone("UTC")
+        (pl.col("_td").cast(pl.Datetime("ns")) + pl.duration(minutes=REGULAR_CLOSE_MINUTE))
+        .dt.replace_time_zone(EXCHANGE_TZ, ambiguous="earliest")
+        .dt.convert_time_zone("UTC")
+    )
     close_local = pl.col("_close").dt.convert_time_zone(EXCHANGE_TZ)
     t = days.join(open_days, on="_td", how="left").with_columns(
         _holiday=pl.col("_close").is_null(),

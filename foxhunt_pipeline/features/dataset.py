@@ -53,15 +53,23 @@ class DatasetConfig:
         return int(round(self.session_hours * 3600 / self.bar_seconds * self.trading_days_per_year))
 
     def __post_init__(self) -> None:
-        if len(self.fractions) != 3 or min(self.fractions) <= 0 or abs(sum(self.fractions) - 1) > 1e-6:
-            raise DatasetError(f"fractions must be three positive numbers summing to 1, got {self.fractions}")
+        if (
+            len(self.fractions) != 3
+            or min(self.fractions) <= 0
+            or abs(sum(self.fractions) - 1) > 1e-6
+        ):
+            raise DatasetError(
+                f"fractions must be three positive numbers summing to 1, got {self.fractions}"
+            )
         if self.embargo < self.lookback + self.horizon:
             raise DatasetError(
                 f"embargo_bars={self.embargo_bars} is below lookback + horizon = {self.lookback + self.horizon}"
             )
 
 
-def _names(features: pl.DataFrame, horizon: int) -> tuple[list[str], list[str], list[str], list[str]]:
+def _names(
+    features: pl.DataFrame, horizon: int
+) -> tuple[list[str], list[str], list[str], list[str]]:
     cols = features.columns
     observed = [c for c in cols if c.startswith("f_")]
     known = [c for c in cols if c.startswith("k_")]
@@ -75,10 +83,20 @@ def _names(features: pl.DataFrame, horizon: int) -> tuple[list[str], list[str], 
     return observed, known, static, targets
 
 
-def feature_hash(observed: list[str], known: list[str], static: list[str], targets: list[str],
-                 config: DatasetConfig) -> str:
-    payload = {"observed": observed, "known": known, "static": static, "targets": targets,
-               "config": asdict(config)}
+def feature_hash(
+    observed: list[str],
+    known: list[str],
+    static: list[str],
+    targets: list[str],
+    config: DatasetConfig,
+) -> str:
+    payload = {
+        "observed": observed,
+        "known": known,
+        "static": static,
+        "targets": targets,
+        "config": asdict(config),
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -96,7 +114,9 @@ def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, 
         "validation": [d for d, b in zip(dates, before, strict=True) if cut1 <= b < cut2],
         "test": [d for d, b in zip(dates, before, strict=True) if b >= cut2],
     }
-    avail = f"{n} trade dates available: {dates[0]} .. {dates[-1]}" if dates else "no dates available"
+    avail = (
+        f"{n} trade dates available: {dates[0]} .. {dates[-1]}" if dates else "no dates available"
+    )
     for name, ds in bounds.items():
         if not ds:
             raise DatasetError(
@@ -104,8 +124,10 @@ def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, 
                 f"({[str(d) for d in dates[:10]]}{' ...' if n > 10 else ''})"
             )
     label = (
-        pl.when(pl.col("_date") <= bounds["train"][-1]).then(pl.lit("train"))
-        .when(pl.col("_date") <= bounds["validation"][-1]).then(pl.lit("validation"))
+        pl.when(pl.col("_date") <= bounds["train"][-1])
+        .then(pl.lit("train"))
+        .when(pl.col("_date") <= bounds["validation"][-1])
+        .then(pl.lit("validation"))
         .otherwise(pl.lit("test"))
     )
     df = df.with_columns(_split=label)
@@ -114,13 +136,18 @@ def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, 
     return df, bounds
 
 
-def _price_levels(roots: list[str], train: pl.DataFrame, close_prices: pl.DataFrame | None,
-                  price_levels: Mapping[str, float] | None) -> tuple[dict[str, float], str]:
+def _price_levels(
+    roots: list[str],
+    train: pl.DataFrame,
+    close_prices: pl.DataFrame | None,
+    price_levels: Mapping[str, float] | None,
+) -> tuple[dict[str, float], str]:
     if close_prices is not None:
         lo, hi = train["ts_event"].min(), train["ts_event"].max()
         med = (
             close_prices.filter(pl.col("ts_event").is_between(lo, hi))
-            .group_by("root").agg(pl.col("close").median())
+            .group_by("root")
+            .agg(pl.col("close").median())
         )
         levels = dict(zip(med["root"].to_list(), med["close"].to_list(), strict=True))
         missing = [r for r in roots if r not in levels]
@@ -152,8 +179,11 @@ def build_training_dataset(
         _segment=(pl.struct("root", "contract_seq").rank("dense") - 1).cast(pl.Int32),
     )
     roots = df.get_column("root").unique(maintain_order=True).to_list()
-    df = df.with_columns(_root_index=pl.col("root").replace_strict(roots, list(range(len(roots))),
-                                                                   return_dtype=pl.Int16))
+    df = df.with_columns(
+        _root_index=pl.col("root").replace_strict(
+            roots, list(range(len(roots))), return_dtype=pl.Int16
+        )
+    )
     df, bounds = _assign_splits(df, cfg)
     parts = {name: df.filter(pl.col("_split") == name) for name in SPLITS}
     train = parts["train"]
@@ -162,7 +192,9 @@ def build_training_dataset(
     mean = np.nan_to_num(np.asarray(mean, dtype=np.float64))
     std = np.asarray(std, dtype=np.float64)
     std = np.where(np.isfinite(std) & (std > STD_FLOOR), std, 1.0)
-    norm = [((pl.col(c).cast(pl.Float64) - m) / s) for c, m, s in zip(observed, mean, std, strict=True)]
+    norm = [
+        ((pl.col(c).cast(pl.Float64) - m) / s) for c, m, s in zip(observed, mean, std, strict=True)
+    ]
     if cfg.clip_sigma is not None:
         norm = [e.clip(-cfg.clip_sigma, cfg.clip_sigma) for e in norm]
     norm = [e.cast(pl.Float32).alias(c) for e, c in zip(norm, observed, strict=True)]
@@ -186,8 +218,12 @@ def build_training_dataset(
             )
         splits[name] = SplitArrays(
             observed=part.select(norm).to_numpy(order="c"),
-            known=part.select(pl.col(known).cast(pl.Float32)).to_numpy(order="c").reshape(part.height, len(known)),
-            static=part.select(pl.col(static).cast(pl.Float32)).to_numpy(order="c").reshape(part.height, len(static)),
+            known=part.select(pl.col(known).cast(pl.Float32))
+            .to_numpy(order="c")
+            .reshape(part.height, len(known)),
+            static=part.select(pl.col(static).cast(pl.Float32))
+            .to_numpy(order="c")
+            .reshape(part.height, len(static)),
             targets=tgt,
             ts_event=part.get_column("ts_event").dt.epoch("ns").to_numpy().astype(np.int64),
             segment=seg.astype(np.int32),

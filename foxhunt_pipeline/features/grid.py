@@ -67,6 +67,8 @@ def regular_grid(bars: pl.DataFrame, bar_seconds: int = 60) -> pl.DataFrame:
         open=pl.when(filled).then(close).otherwise(pl.col("open")),
         high=pl.when(filled).then(close).otherwise(pl.col("high")),
         low=pl.when(filled).then(close).otherwise(pl.col("low")),
-        volume=pl.when(filled).then(pl.lit(0, dtype=bars.schema["volume"])).otherwise(pl.col("volume")),
+        volume=pl.when(filled)
+        .then(pl.lit(0, dtype=bars.schema["volume"]))
+        .otherwise(pl.col("volume")),
         is_filled=filled,
     ).drop("_td", "_n", "_k")

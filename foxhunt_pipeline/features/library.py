@@ -71,7 +71,9 @@ class FeatureConfig:
         if not self.windows or min(self.windows) < 3:
             raise ValueError(f"windows must be >= 3 bars, got {self.windows}")
         if self.min_rows_policy not in ("error", "skip"):
-            raise ValueError(f"min_rows_policy must be 'error' or 'skip', got {self.min_rows_policy!r}")
+            raise ValueError(
+                f"min_rows_policy must be 'error' or 'skip', got {self.min_rows_policy!r}"
+            )
         if self.horizons < 1:
             raise ValueError("horizons must be >= 1")
 
@@ -136,12 +138,25 @@ def base_exprs() -> list[list[pl.Expr]]:
         (LC - LO).alias("_co"),
         ((LH - LC) * (LH - LO) + (LL - LC) * (LL - LO)).alias("_rs"),
         (LO - LC.shift(1)).fill_null(0.0).alias("_gap"),
-        ((pl.max_horizontal(H, pl.col("_pc")) - pl.min_horizontal(L, pl.col("_pc"))) / C).alias("_tr"),
+        ((pl.max_horizontal(H, pl.col("_pc")) - pl.min_horizontal(L, pl.col("_pc"))) / C).alias(
+            "_tr"
+        ),
     ]
     return [first, second]
 
 
 Stages = list[dict[str, pl.Expr]]
+
+
+def rstd_col(w: int) -> str:
+    return f"_rstd{w}"
+
+
+def shared_exprs(cfg: FeatureConfig) -> list[pl.Expr]:
+    """Rolling std of returns per window: used by several groups, computed once."""
+    if not {"return_stats", "volatility"} & set(cfg.groups):
+        return []
+    return [_std(R, w).alias(rstd_col(w)) for w in cfg.windows]
 
 
 # --- groups: each returns stages of {name: Float64 expr}; f_* names are outputs ---------
@@ -154,12 +169,14 @@ def g_returns(cfg: FeatureConfig) -> Stages:
 def g_return_stats(cfg: FeatureConfig) -> Stages:
     out: dict[str, pl.Expr] = {}
     for w in cfg.windows:
-        std = _std(R, w)
+        std = pl.col(rstd_col(w))
         flat = std <= RET_EPS
         out[f"f_ret_mean_{w}"] = R.rolling_mean(w)
         out[f"f_ret_std_{w}"] = std
         out[f"f_ret_skew_{w}"] = pl.when(flat).then(0.0).otherwise(R.rolling_skew(w).fill_nan(0.0))
-        out[f"f_ret_kurt_{w}"] = pl.when(flat).then(0.0).otherwise(R.rolling_kurtosis(w).fill_nan(0.0))
+        out[f"f_ret_kurt_{w}"] = (
+            pl.when(flat).then(0.0).otherwise(R.rolling_kurtosis(w).fill_nan(0.0))
+        )
         out[f"f_ret_min_{w}"] = R.rolling_min(w)
         out[f"f_ret_max_{w}"] = R.rolling_max(w)
         out[f"f_ret_z_{w}"] = _div(R, std)
@@ -167,52 +184,65 @@ def g_return_stats(cfg: FeatureConfig) -> Stages:
 
 
 def g_volatility(cfg: FeatureConfig) -> Stages:
+    pre: dict[str, pl.Expr] = {}
     out: dict[str, pl.Expr] = {}
     hl2, co, rs, gap = (pl.col(c) for c in ("_hl2", "_co", "_rs", "_gap"))
     longest = max(cfg.windows)
     for w in cfg.windows:
+        pre[f"_vol_rsm{w}"] = rs.rolling_mean(w)
+    for w in cfg.windows:
         k = 0.34 / (1.34 + (w + 1) / (w - 1))
+        rsm = pl.col(f"_vol_rsm{w}")
         out[f"f_vol_parkinson_{w}"] = _sqrt_pos(hl2.rolling_mean(w) / (4 * LN2))
         out[f"f_vol_gk_{w}"] = _sqrt_pos((0.5 * hl2 - (2 * LN2 - 1) * co**2).rolling_mean(w))
-        out[f"f_vol_rs_{w}"] = _sqrt_pos(rs.rolling_mean(w))
+        out[f"f_vol_rs_{w}"] = _sqrt_pos(rsm)
         yz = gap.rolling_var(w).fill_nan(0.0) + k * co.rolling_var(w).fill_nan(0.0)
-        out[f"f_vol_yz_{w}"] = _sqrt_pos(yz + (1 - k) * rs.rolling_mean(w))
+        out[f"f_vol_yz_{w}"] = _sqrt_pos(yz + (1 - k) * rsm)
         if w < longest:
-            out[f"f_vol_ratio_{w}_{longest}"] = _div(_std(R, w), _std(R, longest), default=1.0)
-    return [out]
+            out[f"f_vol_ratio_{w}_{longest}"] = _div(
+                pl.col(rstd_col(w)), pl.col(rstd_col(longest)), default=1.0
+            )
+    return [pre, out]
 
 
 def g_range(cfg: FeatureConfig) -> Stages:
     tr = pl.col("_tr")
+    pre = {f"_atr{w}": tr.rolling_mean(w) for w in cfg.windows}
     out = {"f_range_log": LH - LL, "f_true_range": tr}
     for w in cfg.windows:
-        atr = tr.rolling_mean(w)
+        atr = pl.col(f"_atr{w}")
         out[f"f_atr_{w}"] = atr
         out[f"f_range_to_atr_{w}"] = _div(LH - LL, atr)
-    return [out]
+    return [pre, out]
 
 
 def g_momentum(cfg: FeatureConfig) -> Stages:
+    pre: dict[str, pl.Expr] = {}
     first: dict[str, pl.Expr] = {}
     second: dict[str, pl.Expr] = {}
+    third: dict[str, pl.Expr] = {}
+    eps = REL_EPS * 1e3
     for w in cfg.windows:
+        pre[f"_mom_up{w}"] = R.clip(lower_bound=0.0).rolling_mean(w)
+        pre[f"_mom_dn{w}"] = (-R).clip(lower_bound=0.0).rolling_mean(w)
+        pre[f"_mom_hh{w}"] = H.rolling_max(w)
+        pre[f"_mom_ll{w}"] = L.rolling_min(w)
+    for w in cfg.windows:
+        up, dn = pl.col(f"_mom_up{w}"), pl.col(f"_mom_dn{w}")
+        hh, ll = pl.col(f"_mom_hh{w}"), pl.col(f"_mom_ll{w}")
+        rel_span = (hh - ll) / C
         first[f"f_roc_{w}"] = C / C.shift(w) - 1.0
-        up, dn = R.clip(lower_bound=0.0).rolling_mean(w), (-R).clip(lower_bound=0.0).rolling_mean(w)
         first[f"f_rsi_{w}"] = _div(up, up + dn, default=0.5)
-        hh, ll = H.rolling_max(w), L.rolling_min(w)
-        span = hh - ll
-        eps = REL_EPS * 1e3
-        first[f"f_stoch_k_{w}"] = _div((C - ll) / C, span / C, default=0.5, eps=eps)
-        first[f"f_williams_r_{w}"] = -_div((hh - C) / C, span / C, default=0.5, eps=eps)
+        first[f"f_stoch_k_{w}"] = _div((C - ll) / C, rel_span, default=0.5, eps=eps)
+        first[f"f_williams_r_{w}"] = -_div((hh - C) / C, rel_span, default=0.5, eps=eps)
         second[f"f_stoch_d_{w}"] = pl.col(f"f_stoch_k_{w}").cast(pl.Float64).rolling_mean(3)
     for fast, slow, sig in MACD_SPECS:
-        line = (pl.col(ema_col(fast)) - pl.col(ema_col(slow))) / C
-        first[f"f_macd_{fast}_{slow}"] = line
-        second[f"f_macd_signal_{fast}_{slow}_{sig}"] = _ewm(pl.col(f"f_macd_{fast}_{slow}"), sig)
-        second[f"f_macd_hist_{fast}_{slow}_{sig}"] = pl.col(f"f_macd_{fast}_{slow}") - _ewm(
-            pl.col(f"f_macd_{fast}_{slow}"), sig
-        )
-    return [first, second]
+        line = f"f_macd_{fast}_{slow}"
+        signal = f"f_macd_signal_{fast}_{slow}_{sig}"
+        first[line] = (pl.col(ema_col(fast)) - pl.col(ema_col(slow))) / C
+        second[signal] = _ewm(pl.col(line).cast(pl.Float64), sig)
+        third[f"f_macd_hist_{fast}_{slow}_{sig}"] = pl.col(line).cast(pl.Float64) - pl.col(signal)
+    return [pre, first, second, third]
 
 
 def ema_spans(cfg: FeatureConfig) -> list[int]:
@@ -225,30 +255,36 @@ def ema_spans(cfg: FeatureConfig) -> list[int]:
 def g_trend(cfg: FeatureConfig) -> Stages:
     out: dict[str, pl.Expr] = {}
     ws = list(cfg.windows)
+    pre = {f"_lema{w}": pl.col(ema_col(w)).log() for w in ws}
+    pre |= {f"_lsma{w}": C.rolling_mean(w).log() for w in ws}
     for w in ws:
-        le = pl.col(ema_col(w)).log()
+        le, ls = pl.col(f"_lema{w}"), pl.col(f"_lsma{w}")
         out[f"f_ema_dev_{w}"] = LC - le
         out[f"f_ema_slope_{w}"] = le - le.shift(SLOPE_LAG)
-        ls = C.rolling_mean(w).log()
         out[f"f_sma_dev_{w}"] = LC - ls
         out[f"f_sma_slope_{w}"] = ls - ls.shift(SLOPE_LAG)
     for a, b in zip(ws, ws[2:], strict=False):
-        out[f"f_ema_cross_{a}_{b}"] = pl.col(ema_col(a)).log() - pl.col(ema_col(b)).log()
-    return [out]
+        out[f"f_ema_cross_{a}_{b}"] = pl.col(f"_lema{a}") - pl.col(f"_lema{b}")
+    return [pre, out]
 
 
 def g_volume(cfg: FeatureConfig) -> Stages:
     v, lv = pl.col("_v"), pl.col("_lv")
     tp = (H + L + C) / 3.0
+    pre: dict[str, pl.Expr] = {}
     out = {"f_log_volume": lv}
     for w in cfg.windows:
-        out[f"f_volume_z_{w}"] = _div(lv - lv.rolling_mean(w), _std(lv, w), eps=1e-6)
-        out[f"f_volume_ratio_{w}"] = (v + 1.0).log() - (v.rolling_mean(w) + 1.0).log()
-        vsum = v.rolling_sum(w)
+        pre[f"_vol_sum{w}"] = v.rolling_sum(w)
+        pre[f"_vol_lvm{w}"] = lv.rolling_mean(w)
+        pre[f"_vol_lvs{w}"] = _std(lv, w)
+        pre[f"_vol_vwap{w}"] = _div((tp * v).rolling_sum(w), v.rolling_sum(w), default=0.0, eps=0.5)
+    for w in cfg.windows:
+        vsum, vwap = pl.col(f"_vol_sum{w}"), pl.col(f"_vol_vwap{w}")
+        out[f"f_volume_z_{w}"] = _div(lv - pl.col(f"_vol_lvm{w}"), pl.col(f"_vol_lvs{w}"), eps=1e-6)
+        out[f"f_volume_ratio_{w}"] = (v + 1.0).log() - (vsum / w + 1.0).log()
         out[f"f_obv_change_{w}"] = _div((R.sign() * v).rolling_sum(w), vsum, eps=0.5)
-        vwap = _div((tp * v).rolling_sum(w), vsum, default=float("nan"), eps=0.5)
-        out[f"f_vwap_dev_{w}"] = pl.when(vwap.is_nan()).then(0.0).otherwise(LC - vwap.log())
-    return [out]
+        out[f"f_vwap_dev_{w}"] = pl.when(vwap > 0).then(LC - vwap.log()).otherwise(0.0)
+    return [pre, out]
 
 
 def g_shape(cfg: FeatureConfig) -> Stages:
@@ -264,7 +300,9 @@ def g_shape(cfg: FeatureConfig) -> Stages:
         "f_log_co": LC - LO,
         "f_gap": pl.col("_gap"),
     }
-    second = {f"f_body_mean_{w}": pl.col("f_body").cast(pl.Float64).rolling_mean(w) for w in cfg.windows}
+    second = {
+        f"f_body_mean_{w}": pl.col("f_body").cast(pl.Float64).rolling_mean(w) for w in cfg.windows
+    }
     return [first, second]
 
 
@@ -327,9 +365,12 @@ def feature_stages(cfg: FeatureConfig) -> list[list[pl.Expr]]:
             if clash:
                 raise ValueError(f"feature names defined twice: {sorted(clash)}")
             merged[i].update(stage)
-    return [[e.cast(pl.Float32).alias(n) for n, e in s.items()] for s in merged]
+    return [
+        [(e if n.startswith("_") else e.cast(pl.Float32)).alias(n) for n, e in s.items()]
+        for s in merged
+    ]
 
 
 def feature_names(cfg: FeatureConfig | None = None) -> list[str]:
     cfg = cfg or FeatureConfig()
-    return [n for g in cfg.groups for stage in GROUPS[g](cfg) for n in stage]
+    return [n for g in cfg.groups for stage in GROUPS[g](cfg) for n in stage if n.startswith("f_")]
