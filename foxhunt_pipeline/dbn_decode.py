@@ -502,10 +502,12 @@ def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:
 
 
 def _const_strings(value: str | None, n: int) -> pa.Array:
-    """A string column of one repeated value, built as a cheap dictionary then decoded."""
-    return pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string())
-    ).cast(pa.string())
+    """A string column of one repeated value, assembled from its buffers (no per-row work)."""
+    if value is None:
+        return pa.nulls(n, pa.string())
+    raw = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
 def _batch(
