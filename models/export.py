@@ -71,7 +71,8 @@ def export_artifact(
     feature_hash, normalisation ...); format, input names / shapes and versions are added.
     """
     module = module.eval()
-    example = tuple(example_inputs)
+    # own storage: a slice of a big batch would otherwise be saved whole as the sample input
+    example = tuple(x.detach().clone() for x in example_inputs)
     names = list(input_names) if input_names else _default_input_names(len(example))
     if len(names) != len(example):
         raise ValueError(f"{len(names)} input names for {len(example)} example inputs")

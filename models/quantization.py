@@ -250,7 +250,7 @@ def batch_of(example_inputs: Sequence[torch.Tensor], batch: int) -> Inputs:
     out = []
     for x in example_inputs:
         reps = -(-batch // x.shape[0])
-        out.append(x.repeat(reps, *([1] * (x.dim() - 1)))[:batch].contiguous())
+        out.append(x.repeat(reps, *([1] * (x.dim() - 1)))[:batch].clone())
     return tuple(out)
 
 

@@ -93,6 +93,13 @@ def test_policy_exports_with_torch_export(tmp_path):
     assert torch.allclose(fn(x), policy(x), atol=1e-6)
 
 
+def test_example_inputs_sliced_from_a_big_batch_do_not_bloat_the_artifact(tmp_path):
+    policy = MLPPolicy(obs_dim=16, hidden=8).eval()
+    big = torch.randn(20_000, 16)  # 1.3 MB; torch.export keeps sample inputs in the .pt2
+    path = export_artifact(policy, (big[:4],), tmp_path / "p", metadata={})
+    assert artifact_bytes(path) < 200_000
+
+
 def test_a_module_no_route_reproduces_raises_with_each_reason(tmp_path):
     class ViaNumpy(nn.Module):
         def forward(self, x):
