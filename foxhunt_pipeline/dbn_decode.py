@@ -471,22 +471,30 @@ class _Spill:
 
 
 def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(instrument_id, its records in file order) for each instrument in a chunk."""
     ids = arr["instrument_id"]
     first = ids[0]
     if (ids == first).all():
         yield int(first), arr
         return
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
     # gather whole records as rows of 8-byte words: a plain block copy, several times
     # faster than numpy's per-field copy of a structured array
     words = arr.dtype.itemsize // 8 if arr.dtype.itemsize % 8 == 0 else 0
     flat = np.ascontiguousarray(arr).view(np.uint64).reshape(len(arr), words) if words else None
+
+    def take(sel: np.ndarray) -> np.ndarray:
+        return flat[sel].reshape(-1).view(arr.dtype) if flat is not None else arr[sel]
+
+    uniq = pl.Series(ids).unique().sort().to_numpy()
+    if len(uniq) <= 8:  # a few outrights: one comparison pass per instrument beats a sort
+        for iid in uniq:
+            yield int(iid), take(ids == iid)
+        return
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
     for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ids)], strict=True):
-        idx = order[lo:hi]
-        part = flat[idx].reshape(-1).view(arr.dtype) if flat is not None else arr[idx]
-        yield int(sorted_ids[lo]), part
+        yield int(sorted_ids[lo]), take(order[lo:hi])
 
 
 def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:

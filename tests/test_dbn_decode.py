@@ -375,3 +375,14 @@ def test_truncated_input_mid_stream_leaves_previous_dest(tmp_path: Path) -> None
     with pytest.raises(DbnInputError, match="truncated"):
         ingest_dbn_file(cut, dest, chunk_records=1000)  # fails after chunks were spilled
     assert dest.read_bytes() == before and leftovers(dest.parent) == []
+
+
+@pytest.mark.parametrize("n_instruments", [1, 3, 12])  # 12: the sort path
+def test_split_by_instrument_keeps_file_order(n_instruments: int) -> None:
+    recs = np.concatenate([make_records(i + 1, i, 50) for i in range(n_instruments)])
+    recs = recs[np.random.default_rng(1).permutation(len(recs))]
+    parts = list(dbn_decode._split_by_instrument(recs))
+    assert [iid for iid, _ in parts] == list(range(1, n_instruments + 1))
+    for iid, part in parts:
+        assert part.dtype == recs.dtype
+        assert (part == recs[recs["instrument_id"] == iid]).all()
