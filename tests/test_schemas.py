@@ -165,7 +165,9 @@ def test_validate_parquet_on_clean_and_empty_files(raw: pl.DataFrame, tmp_path: 
     from foxhunt_pipeline.schemas import validate_parquet
 
     raw.write_parquet(tmp_path / "ok.parquet")
-    assert validate_parquet(tmp_path / "ok.parquet", raw_bars_schema(START, END), batch_rows=7).passed
+    assert validate_parquet(
+        tmp_path / "ok.parquet", raw_bars_schema(START, END), batch_rows=7
+    ).passed
     raw.head(0).write_parquet(tmp_path / "empty.parquet")
     assert validate_parquet(tmp_path / "empty.parquet", raw_bars_schema()).passed
     raw.head(0).drop("root").write_parquet(tmp_path / "wrong.parquet")
