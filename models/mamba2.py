@@ -64,14 +64,15 @@ class Mamba2Config:
     d_state: int = 32
     d_conv: int = 4
     expand: int = 2
-    headdim: int = 32
+    # None: gcd(hidden * expand, 64), i.e. Mamba-2's 64 where it divides the inner width
+    headdim: int | None = None
     ngroups: int = 1
-    chunk_size: int = 64
+    chunk_size: int = 32
     # On CPU, long inputs are scanned in sequential segments of about this many
     # tokens (batch x steps), carrying the (conv, SSM) state: exact, and it keeps
     # the working set in cache so the cost stays linear in the length (without it
     # batch 32 at T=3840 costs ~4x more per token than at T=60). 0 = never split.
-    segment_tokens: int = 2048
+    segment_tokens: int = 4096
     dropout: float = 0.1
     # "torch": the pure SSD scan (default, tested); "auto": mamba_ssm's fused
     # kernel when it is importable and the tensors are on CUDA, else "torch".
@@ -79,11 +80,13 @@ class Mamba2Config:
 
     def __post_init__(self) -> None:
         self.quantiles = tuple(float(q) for q in self.quantiles)
+        if self.headdim is not None and int(self.headdim) < 1:
+            raise ValueError(f"Mamba2Config.headdim must be >= 1 or None, got {self.headdim}")
         for name in ("n_static", "n_known"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"Mamba2Config.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("n_observed", "lookback", "horizon", "hidden", "n_layers", "d_state",
-                     "d_conv", "expand", "headdim", "ngroups", "chunk_size"):
+                     "d_conv", "expand", "ngroups", "chunk_size"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"Mamba2Config.{name} must be >= 1, got {getattr(self, name)}")
         if not self.quantiles or any(not 0.0 < q < 1.0 for q in self.quantiles) or any(
@@ -92,7 +95,7 @@ class Mamba2Config:
             raise ValueError(
                 f"Mamba2Config.quantiles must be strictly increasing in (0, 1), got {self.quantiles}"
             )
-        if self.d_inner % self.headdim:
+        if self.d_inner % self.head_dim:
             raise ValueError(
                 f"Mamba2Config: hidden * expand ({self.d_inner}) must be a multiple of "
                 f"headdim ({self.headdim})"
@@ -114,7 +117,12 @@ class Mamba2Config:
 
     @property
     def n_heads(self) -> int:
-        return self.d_inner // self.headdim
+        return self.d_inner // self.head_dim
+
+    @property
+    def head_dim(self) -> int:
+        """``headdim`` resolved (``None`` -> ``gcd(d_inner, 64)``)."""
+        return int(self.headdim) if self.headdim is not None else math.gcd(self.d_inner, 64)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -166,9 +174,9 @@ class Mamba2Mixer(nn.Module):
         d_state: int = 32,
         d_conv: int = 4,
         expand: int = 2,
-        headdim: int = 32,
+        headdim: int = 64,
         ngroups: int = 1,
-        chunk_size: int = 64,
+        chunk_size: int = 32,
         kernel: str = "torch",
         dt_min: float = 1e-3,
         dt_max: float = 1e-1,
@@ -237,9 +245,8 @@ class Mamba2Mixer(nn.Module):
             )
         else:
             y, ssm_state = ssd_chunked(
-                x * dt.unsqueeze(-1), dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in
+                x, dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in, dt=dt, d=self.D
             )
-            y = y + x * self.D[:, None]
         y = self.norm(y.reshape(bsz, length, self.d_inner), z)
         return self.out_proj(y), (conv_state, ssm_state)
 
@@ -258,8 +265,7 @@ class Mamba2Mixer(nn.Module):
         c = c.reshape(bsz, self.ngroups, self.d_state).repeat_interleave(r, dim=1)
         dt = F.softplus(dt + self.dt_bias)  # B H
         a = -torch.exp(self.A_log.float()).to(dt.dtype)
-        y, ssm_state = ssd_step(x * dt.unsqueeze(-1), dt * a, b, c, ssm_state)
-        y = y + x * self.D[:, None]
+        y, ssm_state = ssd_step(x, dt * a, b, c, ssm_state, dt=dt, d=self.D)
         y = self.norm(y.reshape(bsz, self.d_inner), z)
         return self.out_proj(y), (window[..., 1:], ssm_state)
 
@@ -271,7 +277,7 @@ class Mamba2Layer(nn.Module):
         super().__init__()
         self.norm = nn.RMSNorm(config.hidden, eps=1e-5)
         self.mixer = Mamba2Mixer(
-            config.hidden, config.d_state, config.d_conv, config.expand, config.headdim,
+            config.hidden, config.d_state, config.d_conv, config.expand, config.head_dim,
             config.ngroups, config.chunk_size, config.kernel,
         )
         self.dropout = nn.Dropout(config.dropout)
@@ -299,7 +305,7 @@ class Mamba2Backbone(nn.Module):
 
     def segment_length(self, batch: int, length: int) -> int:
         """Steps per sequential segment: equal segments of at most ``segment_tokens / batch``
-        steps, but never shorter than one chunk."""
+        steps, but never shorter than two chunks (a default window stays one segment)."""
         if not self.segment_tokens or torch.compiler.is_compiling() or torch.jit.is_tracing():
             return length  # exported graphs stay one straight-line program for any batch
         longest = max(self.chunk_size, self.segment_tokens // batch)

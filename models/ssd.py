@@ -35,20 +35,26 @@ def ssd_chunked(
     c: torch.Tensor,
     chunk_size: int,
     initial_state: torch.Tensor | None = None,
+    *,
+    dt: torch.Tensor | None = None,
+    d: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunked SSD scan.
 
     Recurrence it computes, per head ``h`` (group ``g = h // (heads / groups)``)::
 
-        state_t = exp(a_t) * state_{t-1} + x_t outer b_t      # [headdim, d_state]
-        y_t     = state_t @ c_t
+        state_t = exp(a_t) * state_{t-1} + (dt_t * x_t) outer b_t     # [headdim, d_state]
+        y_t     = state_t @ c_t + d_h * x_t
 
     Args:
-        x: ``[batch, length, heads, headdim]`` (already multiplied by ``dt``).
+        x: ``[batch, length, heads, headdim]``.
         a: ``[batch, length, heads]`` log decay per step (``dt * A``, <= 0).
         b, c: ``[batch, length, groups, d_state]``.
         chunk_size: steps per chunk.
         initial_state: ``[batch, heads, headdim, d_state]`` or ``None`` (zeros).
+        dt: ``[batch, length, heads]`` input scale, or ``None`` (ones), as the fused
+            kernels take it.
+        d: ``[heads]`` skip weight, or ``None`` (no skip).
 
     Returns:
         ``y`` ``[batch, length, heads, headdim]`` and the final state.
@@ -57,13 +63,17 @@ def ssd_chunked(
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     bsz, length, heads, headdim = x.shape
     groups, d_state = b.shape[2], b.shape[3]
-    if a.shape != (bsz, length, heads):
-        raise ValueError(f"a must be {(bsz, length, heads)}, got {tuple(a.shape)}")
+    if a.shape != (bsz, length, heads) or (dt is not None and dt.shape != a.shape):
+        raise ValueError(f"a and dt must be {(bsz, length, heads)}, got a {tuple(a.shape)}"
+                         + ("" if dt is None else f", dt {tuple(dt.shape)}"))
     if b.shape != c.shape or b.shape[:2] != (bsz, length) or heads % groups:
         raise ValueError(
             f"b and c must be [batch, length, groups, d_state] with heads % groups == 0; "
             f"got b {tuple(b.shape)}, c {tuple(c.shape)}, heads {heads}"
         )
+    skip_x = x
+    if dt is not None:
+        x = x * dt.unsqueeze(-1)
     pad = (-length) % chunk_size
     if pad:
         x = F.pad(x, (0, 0, 0, 0, 0, pad))
@@ -72,42 +82,51 @@ def ssd_chunked(
         c = F.pad(c, (0, 0, 0, 0, 0, pad))
     n_chunks = x.shape[1] // chunk_size
     r = heads // groups
-    # layout [batch, chunk, group, head-in-group, step, ...] so every product is a plain bmm
-    x = x.reshape(bsz, n_chunks, chunk_size, groups, r, headdim).permute(0, 1, 3, 4, 2, 5)
-    b = b.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3).unsqueeze(3)
-    c = c.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3).unsqueeze(3)
+    # Working layout [batch, chunk, group, step, head-in-group, ...]: for one group (the
+    # default) it is a free reshape of the input, and the state products can treat
+    # (head, headdim) as one matrix axis, so B and C are never copied per head.
+    x = x.reshape(bsz, n_chunks, chunk_size, groups, r, headdim).transpose(2, 3)
+    b = b.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3)  # b c g l n
+    c = c.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3)
     a = a.reshape(bsz, n_chunks, chunk_size, groups, r).permute(0, 1, 3, 4, 2)  # b c g r l
     a_cumsum = torch.cumsum(a, dim=-1)
+    a_cumsum_lr = a_cumsum.transpose(-1, -2).unsqueeze(-1)  # b c g l r 1
 
-    # 1. intra-chunk (diagonal blocks): C_l . B_s * exp(sum a_{s+1..l}) for s <= l. Within a
-    #    chunk the cumulative sums are short, so their difference is as accurate as segsum()
-    #    (the fused kernels do the same) and avoids a cumsum over [chunk, chunk] tensors.
-    causal = torch.ones(chunk_size, chunk_size, device=x.device, dtype=torch.bool).tril()
-    decay = (a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)).masked_fill(~causal, -torch.inf)
-    scores = (c @ b.transpose(-1, -2)) * decay.exp()  # b c g r l s
-    y = scores @ x  # b c g r l p
+    # 1. intra-chunk (diagonal blocks): C_l . B_s * exp(sum a[s+1..l]) for s <= l.
+    #    Within a chunk the cumulative sums are short, so their difference is as accurate as
+    #    segsum() (the fused kernels do the same). The clamp only tames the unused upper
+    #    triangle (which the causal mask on C.B zeroes): exp of large or -inf values is slow.
+    scores = torch.tril(c @ b.transpose(-1, -2)).unsqueeze(3)  # b c g 1 l s
+    scores = scores * torch.exp((a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)).clamp(max=0))
+    y_diag = scores @ x.transpose(3, 4)  # [b c g r l s] @ [b c g r s p]
 
-    # 2. each chunk's own contribution to the state at its end
-    decay_to_end = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b c g r l
-    chunk_states = (x * decay_to_end.unsqueeze(-1)).transpose(-1, -2) @ b  # b c g r p n
+    # 2. each chunk's own contribution to the state at its end, kept as [n, (r p)] so that
+    #    step 4 is a plain product (a transposed operand makes the batched GEMM ~3x slower)
+    decay_to_end = torch.exp(a_cumsum_lr[..., -1:, :, :] - a_cumsum_lr)  # b c g l r 1
+    xd = (x * decay_to_end).reshape(bsz, n_chunks, groups, chunk_size, r * headdim)
+    chunk_states = b.transpose(-1, -2) @ xd  # b c g n (r p)
 
     # 3. inter-chunk recurrence: the state entering each chunk
     if initial_state is None:
-        state = x.new_zeros(bsz, groups, r, headdim, d_state)
-    else:
-        state = initial_state.reshape(bsz, groups, r, headdim, d_state).to(x.dtype)
-    chunk_decay = torch.exp(a_cumsum[..., -1])  # b c g r
+        state = x.new_zeros(bsz, groups, d_state, r, headdim)
+    else:  # [b, h, p, n] -> [b, g, n, r, p]
+        state = initial_state.to(x.dtype).reshape(bsz, groups, r, headdim, d_state)
+        state = state.permute(0, 1, 4, 2, 3)
+    chunk_states = chunk_states.reshape(bsz, n_chunks, groups, d_state, r, headdim)
+    chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-3)  # b c g 1 r 1
     entering = []
     for k in range(n_chunks):
         entering.append(state)
-        state = torch.addcmul(chunk_states[:, k], state, chunk_decay[:, k, ..., None, None])
-    states_in = torch.stack(entering, dim=1)  # b c g r p n
+        state = torch.addcmul(chunk_states[:, k], state, chunk_decay[:, k])
+    states_in = torch.stack(entering, dim=1).reshape(bsz, n_chunks, groups, d_state, r * headdim)
 
-    # 4. state -> output within each chunk
-    y = y + (c @ states_in.transpose(-1, -2)) * torch.exp(a_cumsum).unsqueeze(-1)
-
-    y = y.permute(0, 1, 4, 2, 3, 5).reshape(bsz, n_chunks * chunk_size, heads, headdim)
-    return y[:, :length], state.reshape(bsz, heads, headdim, d_state)
+    # 4. state -> output within each chunk, [b c g l (r p)], plus the diagonal blocks
+    y_off = (c @ states_in).reshape(x.shape)
+    y = torch.addcmul(y_diag.transpose(3, 4), y_off, torch.exp(a_cumsum_lr))  # b c g l r p
+    y = y.transpose(2, 3).reshape(bsz, n_chunks * chunk_size, heads, headdim)[:, :length]
+    if d is not None:
+        y = torch.addcmul(y, skip_x, d.to(y.dtype)[:, None])
+    return y, state.permute(0, 1, 3, 4, 2).reshape(bsz, heads, headdim, d_state)
 
 
 def ssd_sequential(
@@ -116,6 +135,9 @@ def ssd_sequential(
     b: torch.Tensor,
     c: torch.Tensor,
     initial_state: torch.Tensor | None = None,
+    *,
+    dt: torch.Tensor | None = None,
+    d: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same recurrence one step at a time: the reference for tests and the recurrent path."""
     bsz, length, heads, headdim = x.shape
@@ -129,15 +151,27 @@ def ssd_sequential(
     ys = []
     for t in range(length):
         y, state = ssd_step(x[:, t], a[:, t], b[:, t].repeat_interleave(r, 1),
-                            c[:, t].repeat_interleave(r, 1), state)
+                            c[:, t].repeat_interleave(r, 1), state,
+                            dt=None if dt is None else dt[:, t], d=d)
         ys.append(y)
     return torch.stack(ys, dim=1), state
 
 
 def ssd_step(
-    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, state: torch.Tensor
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    state: torch.Tensor,
+    *,
+    dt: torch.Tensor | None = None,
+    d: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step: ``x [B, H, P]``, ``a [B, H]``, ``b``/``c`` ``[B, H, N]``, state ``[B, H, P, N]``."""
-    state = state * torch.exp(a)[..., None, None] + x.unsqueeze(-1) * b.unsqueeze(-2)
+    """One step: ``x [B, H, P]``, ``a``/``dt`` ``[B, H]``, ``b``/``c`` ``[B, H, N]``,
+    ``d [H]``, state ``[B, H, P, N]``."""
+    x_in = x if dt is None else x * dt.unsqueeze(-1)
+    state = state * torch.exp(a)[..., None, None] + x_in.unsqueeze(-1) * b.unsqueeze(-2)
     y = torch.einsum("bhpn,bhn->bhp", state, c)
+    if d is not None:
+        y = y + x * d[:, None]
     return y, state

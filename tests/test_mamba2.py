@@ -71,12 +71,18 @@ def test_chunked_scan_equals_sequential_recurrence(length, chunk, groups, heads)
     a = -torch.rand(bsz, length, heads, generator=g, dtype=torch.float64) * 2
     b = torch.randn(bsz, length, groups, n, generator=g, dtype=torch.float64)
     c = torch.randn(bsz, length, groups, n, generator=g, dtype=torch.float64)
-    for init in (None, torch.randn(bsz, heads, p, n, generator=g, dtype=torch.float64)):
-        y, final = ssd_chunked(x, a, b, c, chunk, init)
-        y_ref, final_ref = ssd_sequential(x, a, b, c, init)
+    dt = torch.rand(bsz, length, heads, generator=g, dtype=torch.float64) + 0.1
+    d = torch.randn(heads, generator=g, dtype=torch.float64)
+    init = torch.randn(bsz, heads, p, n, generator=g, dtype=torch.float64)
+    for state0, kw in ((None, {}), (init, {}), (init, {"dt": dt, "d": d})):
+        y, final = ssd_chunked(x, a, b, c, chunk, state0, **kw)
+        y_ref, final_ref = ssd_sequential(x, a, b, c, state0, **kw)
         assert y.shape == y_ref.shape == (bsz, length, heads, p)
         assert _rel(y, y_ref) < 1e-6
         assert _rel(final, final_ref) < 1e-6
+    # dt scales the input, exactly as if x had been multiplied by it
+    torch.testing.assert_close(ssd_chunked(x, a, b, c, chunk, dt=dt)[0],
+                               ssd_chunked(x * dt[..., None], a, b, c, chunk)[0])
 
 
 def test_sequential_reference_is_the_textbook_recurrence():
@@ -87,12 +93,15 @@ def test_sequential_reference_is_the_textbook_recurrence():
     a = -torch.rand(1, length, 1, generator=g, dtype=torch.float64)
     b = torch.randn(1, length, 1, n, generator=g, dtype=torch.float64)
     c = torch.randn(1, length, 1, n, generator=g, dtype=torch.float64)
+    dt = torch.rand(1, length, 1, generator=g, dtype=torch.float64)
+    d = torch.tensor([0.7], dtype=torch.float64)
     h = torch.zeros(p, n, dtype=torch.float64)
     expected = []
     for t in range(length):
-        h = float(torch.exp(a[0, t, 0])) * h + torch.outer(x[0, t, 0], b[0, t, 0])
-        expected.append(h @ c[0, t, 0])
-    y, _ = ssd_sequential(x, a, b, c)
+        h = float(torch.exp(a[0, t, 0])) * h + float(dt[0, t, 0]) * torch.outer(x[0, t, 0],
+                                                                                b[0, t, 0])
+        expected.append(h @ c[0, t, 0] + 0.7 * x[0, t, 0])
+    y, _ = ssd_sequential(x, a, b, c, dt=dt, d=d)
     torch.testing.assert_close(y[0, :, 0], torch.stack(expected))
 
 
@@ -100,7 +109,7 @@ def test_chunked_scan_rejects_bad_shapes():
     x = torch.zeros(1, 4, 2, 3)
     with pytest.raises(ValueError, match="chunk_size"):
         ssd_chunked(x, torch.zeros(1, 4, 2), torch.zeros(1, 4, 1, 5), torch.zeros(1, 4, 1, 5), 0)
-    with pytest.raises(ValueError, match="a must be"):
+    with pytest.raises(ValueError, match="a and dt must be"):
         ssd_chunked(x, torch.zeros(1, 3, 2), torch.zeros(1, 4, 1, 5), torch.zeros(1, 4, 1, 5), 2)
     with pytest.raises(ValueError, match="heads % groups"):
         ssd_chunked(x, torch.zeros(1, 4, 2), torch.zeros(1, 4, 3, 5), torch.zeros(1, 4, 3, 5), 2)
@@ -252,6 +261,13 @@ def test_bad_inputs_name_the_argument():
         model(static[:, :-1], observed, known)
     with pytest.raises(ValueError, match=r"known must be \[3, T \+ H"):
         model(static, observed, known[:, :-1])
+
+
+def test_head_width_defaults_to_mamba2s_64_where_it_divides():
+    assert _config(headdim=None, hidden=64).head_dim == 64
+    assert _config(headdim=None, hidden=16).head_dim == 32  # inner width 32
+    assert _config(headdim=None, hidden=48).head_dim == 32  # inner width 96
+    assert _config(headdim=None, hidden=48).n_heads == 3
 
 
 def test_config_round_trip_and_validation():
