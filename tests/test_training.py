@@ -124,10 +124,13 @@ def test_resume_refuses_a_different_model(data, tmp_path):
                          checkpoint_dir=tmp_path, resume=True)
 
 
-def test_early_stopping(data):
+def test_early_stopping_with_progress_bar(data, capsys):
     cfg = TrainConfig(**{**FAST, "epochs": 30, "patience": 1, "lr": 1e-6, "min_delta": 1.0})
-    result = train_forecaster(_model(data), data, cfg)
+    result = train_forecaster(_model(data), data, cfg, progress=True)
     assert result.stopped_early and result.epochs_run == 2
+    assert "batch" in capsys.readouterr().err  # tqdm drew a bar
+    train_forecaster(_model(data), data, TrainConfig(**{**FAST, "epochs": 1}))
+    assert capsys.readouterr().err == ""  # and stays silent by default
 
 
 def test_schedules():
