@@ -124,14 +124,26 @@ def _evaluate_forecaster(family: str, pointer: dict, data, config: EvaluationCon
 
 
 def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
-    from models.agents import agent_positions
+    """The policy acts sequentially (its observation holds its own position), so positions come
+    from the environment's batched replay; the evaluation then scores them like any model's."""
+    import numpy as np
+    import torch
+
     from models.agent_policy import load_policy
     from models.evaluation import evaluate_agent
+    from models.trading_env import evaluate_positions
 
     policy = load_policy(pointer["checkpoint"], device=kwargs["device"])
-    positions = agent_positions(policy, data, "test")
-    return evaluate_agent(family, positions, data, model=policy, checkpoint_path=Path(pointer["checkpoint"]),
-                          **kwargs)
+    replay = evaluate_positions(policy, data, "test")
+    positions = np.zeros(data.splits["test"].n_rows, dtype=np.float64)
+    positions[np.asarray(replay["rows"], dtype=np.int64)] = replay["positions"]
+    sample = torch.zeros(1, policy.obs_dim)
+
+    def act(*_inputs):
+        return policy(sample.expand(_inputs[0].shape[0], -1).to(kwargs["device"]))
+
+    return evaluate_agent(family, positions, data, model=policy, act_fn=act,
+                          checkpoint_path=Path(pointer["checkpoint"]) / "policy.safetensors", **kwargs)
 
 
 def _evaluation_asset(family: str, upstream: str):
@@ -156,3 +168,5 @@ def _evaluation_asset(family: str, upstream: str):
 
 tft_evaluation = _evaluation_asset("tft", "tft_model")
 mamba2_evaluation = _evaluation_asset("mamba2", "mamba2_model")
+dqn_evaluation = _evaluation_asset("dqn", "dqn_agent")
+ppo_evaluation = _evaluation_asset("ppo", "ppo_agent")
