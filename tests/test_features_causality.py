@@ -85,22 +85,17 @@ def test_targets_at_t_depend_only_on_bars_after_t(frac, seed):
     p = f1.filter(pl.col("ts_event") >= t).select("ts_event", *ys)
     assert a.equals(p)
     # the close of the next bar changed: the horizon-1 target at t moves
-    rows = f0.filter(pl.col("ts_event") >= t)
-    row = rows.filter(pl.col("y_1").is_not_null() & ~pl.col("is_filled")).head(1)
+    real_ts = b["ts_event"]
+    nxt_real = (pl.col("ts_event") + pl.duration(minutes=1)).is_in(real_ts.implode())
+    row = f0.filter((pl.col("ts_event") >= t) & pl.col("y_1").is_not_null() & nxt_real).head(1)
     if row.height == 0:
         return
     t0 = row["ts_event"][0]
-    nxt = b.filter(pl.col("ts_event") > t0)["ts_event"].min()
-    f2 = build_features(
-        b.with_columns(
-            close=pl.when(pl.col("ts_event") == nxt)
-            .then(pl.col("close") * 1.001)
-            .otherwise(pl.col("close")),
-            high=pl.when(pl.col("ts_event") == nxt)
-            .then(pl.col("high") * 1.001)
-            .otherwise(pl.col("high")),
-        )
+    nxt = pl.col("ts_event") == t0 + pl.duration(minutes=1)
+    bumped = b.with_columns(
+        [pl.when(nxt).then(pl.col(c) * 1.001).otherwise(pl.col(c)) for c in PRICES]
     )
+    f2 = build_features(bumped)
     assert f2.filter(pl.col("ts_event") == t0)["y_1"][0] != row["y_1"][0]
 
 

@@ -90,16 +90,23 @@ def check_continuous(df: pl.DataFrame) -> pl.DataFrame:
             f"high < low, or no expiry; first at row {r['_row']}: root={r['root']} ts_event={r['ts_event']} "
             f"open={r['open']} high={r['high']} low={r['low']} close={r['close']} expiry={r['expiry']}"
         )
-    df = df.sort("root", "ts_event", maintain_order=True)
-    dup = df.filter(pl.struct("root", "ts_event").is_duplicated())
+    same_root = pl.col("root") == pl.col("root").shift(1)
+    in_order = (pl.col("root") > pl.col("root").shift(1)) | (
+        same_root & (pl.col("ts_event") >= pl.col("ts_event").shift(1))
+    )
+    if not df.select(in_order.fill_null(True).all()).item():
+        df = df.sort("root", "ts_event", maintain_order=True)
+    dup = df.filter(
+        (same_root & (pl.col("ts_event") == pl.col("ts_event").shift(1))).fill_null(False)
+    )
     if dup.height:
         r = dup.row(0, named=True)
         raise FeatureInputError(
-            f"continuous_bars has {dup.height} rows sharing (root, ts_event); first: root={r['root']} "
-            f"ts_event={r['ts_event']}"
+            f"continuous_bars has {dup.height} duplicate rows sharing (root, ts_event); first: "
+            f"root={r['root']} ts_event={r['ts_event']}"
         )
     back = df.filter(
-        (pl.col("contract_seq") < pl.col("contract_seq").shift(1)).over("root").fill_null(False)
+        (same_root & (pl.col("contract_seq") < pl.col("contract_seq").shift(1))).fill_null(False)
     )
     if back.height:
         r = back.row(0, named=True)
