@@ -1,0 +1,122 @@
+"""The whole graph on a temporary FOXHUNT_HOME, through the persistent-instance runner that
+``foxhunt materialize`` and ``foxhunt demo`` use, at the ``fast`` profile."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+
+from foxhunt_pipeline.runner import materialize_selection
+from foxhunt_pipeline.settings import FoxhuntPaths
+from foxhunt_pipeline.synthetic import generate
+
+pytestmark = pytest.mark.slow
+
+FAMILIES = ("tft", "mamba2", "dqn", "ppo")
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _query(paths: FoxhuntPaths, sql: str):
+    with duckdb.connect(str(paths.duckdb), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """One full run shared by the assertions below (it is the expensive part)."""
+    home = tmp_path_factory.mktemp("e2e_home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FOXHUNT_HOME", str(home))
+    mp.setenv("DAGSTER_HOME", str(home / "dagster"))
+    paths = FoxhuntPaths.from_env().ensure()
+    landed = generate(paths.landing, days=10, roots=("ES", "ZN"), schema="ohlcv-1m", seed=3)
+    checksums = {p.name: _sha(p) for p in landed}
+    log: list[str] = []
+    ok = materialize_selection(paths, ["*"], profile="fast", echo=log.append)
+    yield paths, ok, log, checksums
+    mp.undo()
+
+
+def test_every_step_and_check_passed(pipeline):
+    paths, ok, log, _ = pipeline
+    assert ok, "\n".join(log)
+    assert any(line.startswith("[ok] raw_bars[") for line in log)
+
+
+def test_landed_files_are_untouched(pipeline):
+    paths, _, _, checksums = pipeline
+    assert {p.name: _sha(p) for p in paths.landing.iterdir()} == checksums
+
+
+def test_duckdb_has_the_views_and_tables_users_query(pipeline):
+    paths, *_ = pipeline
+    (raw,) = _query(paths, "select count(*) from raw_bars")[0:1]
+    (cont,) = _query(paths, "select count(*) from continuous_bars")[0:1]
+    (feat,) = _query(paths, "select count(*) from features")[0:1]
+    assert raw[0] > cont[0] > 0 and feat[0] > 0
+    roots = {r for (r,) in _query(paths, "select distinct root from continuous_bars")}
+    assert roots == {"ES", "ZN"}
+    spreads = _query(paths, "select count(*) from raw_bars where symbol like '%-%'")[0][0]
+    assert spreads == 0
+    families = {f for (f,) in _query(paths, "select distinct family from model_evaluations")}
+    assert families >= set(FAMILIES) | {"baseline"}
+    assert _query(paths, "select count(*) from rolls")[0][0] >= 0
+
+
+def test_models_are_registered_in_mlflow_and_the_leaderboard_decided(pipeline):
+    paths, *_ = pipeline
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=paths.mlflow_tracking_uri, registry_uri=paths.mlflow_tracking_uri)
+    for family in FAMILIES:
+        versions = client.search_model_versions(f"name='foxhunt-{family}'")
+        assert versions, family
+        assert any(v.tags.get("precision") == "fp32" for v in versions)
+        pointer = json.loads((paths.checkpoints / family / "current.json").read_text())
+        assert pointer["registered_model"] == f"foxhunt-{family}"
+    board = (paths.table_dir("model_leaderboard") / "leaderboard.md").read_text()
+    for family in FAMILIES:
+        assert f"foxhunt-{family}" in board
+    assert "baseline:flat" in board
+    assert "Champion decisions" in board
+
+
+def test_the_same_file_landed_twice_adds_no_rows_and_runs_appear_on_the_instance(pipeline):
+    paths, *_ = pipeline
+    before = _query(paths, "select count(*) from continuous_bars")[0][0]
+    first = sorted(paths.landing.iterdir())[0]
+    shutil.copyfile(first, paths.landing / f"copy of {first.name}")
+    log: list[str] = []
+    assert materialize_selection(paths, ["raw_bars", "continuous_bars"], profile="fast", echo=log.append), log
+    assert _query(paths, "select count(*) from continuous_bars")[0][0] == before
+    instance = dg.DagsterInstance.from_config(str(paths.dagster_home))
+    try:
+        assert f"copy of {first.name}" in instance.get_dynamic_partitions("landed_files")
+        assert len(instance.get_runs()) >= 3
+    finally:
+        instance.dispose()
+
+
+def test_a_corrupt_file_fails_its_partition_with_a_named_error_and_keeps_the_rest(pipeline):
+    paths, *_ = pipeline
+    before = pl.read_parquet(paths.table_dir("continuous_bars") / "data.parquet")
+    good = sorted(p for p in paths.landing.iterdir() if not p.name.startswith("copy"))[1]
+    bad = paths.landing / "glbx-mdp3-20990101.ohlcv-1m.dbn.zst"
+    bad.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    log: list[str] = []
+    ok = materialize_selection(paths, ["raw_bars"], profile="fast", echo=log.append)
+    assert not ok
+    failed = [line for line in log if "FAILED" in line]
+    assert failed and bad.name in "\n".join(log)
+    assert bad.exists() and bad.stat().st_size == len(good.read_bytes()) // 2
+    after = pl.read_parquet(paths.table_dir("continuous_bars") / "data.parquet")
+    assert after.equals(before)
