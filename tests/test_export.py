@@ -116,11 +116,13 @@ def test_load_artifact_names_what_is_missing(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_precision_round_trips_in_a_fresh_process(tmp_path, lstm_variants):
-    """Loads in a subprocess that never imports the model code, on batch 1 and 7."""
+def test_each_export_route_round_trips_in_a_fresh_process(tmp_path, lstm_variants):
+    """Loads in a subprocess that never imports the model code, on batch 1 and 7: fp32
+    (torch.export), int8 (TorchScript) and bf16 (torch.export through PrecisionCast; fp16
+    takes the same route and costs ~8 s more of export time here)."""
     cases = {}
     for precision, v in lstm_variants.items():
-        if not isinstance(v, Variant):
+        if precision == "fp16" or not isinstance(v, Variant):
             continue
         path = export_artifact(v.module, forecaster_inputs(4), tmp_path / precision,
                                metadata={**META, "precision": precision})
