@@ -148,9 +148,15 @@ def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.Data
         df = df.with_columns(shared)
     for stage in feature_stages(cfg):
         df = df.with_columns(stage)
-    out = df.with_columns(target_exprs(cfg.horizons)).filter(pl.col("_pos") >= cfg.warmup_bars)
+    df = df.with_columns(target_exprs(cfg.horizons))
+    # keep only what the output and the calendar need before copying rows: the warm-up
+    # filter and the calendar join would otherwise copy every intermediate column too
+    calendar = ["ts_event", "expiry", "_td", "_sm"]
+    keep = [c for c in output_columns(cfg) if not c.startswith(("k_", "s_"))]
+    out = df.select(*keep, "expiry", "_td", "_sm", "_pos").filter(pl.col("_pos") >= cfg.warmup_bars)
     del df
-    out = with_known_inputs(out, root).with_columns(static_exprs(root))
+    known = with_known_inputs(out.select(calendar), root).select(KNOWN_NAMES)
+    out = out.hstack(known).with_columns(static_exprs(root))
     return out.select(output_columns(cfg))
 
 
