@@ -183,7 +183,7 @@ class VariableSelectionNetwork(nn.Module):
     inputs and are applied to ``x`` directly (an exact reparametrisation that removes a
     ``[B, T, V * width] x [V * width, d_model]`` matmul). The per-variable layer-norm gain
     is absorbed into ``P_v`` and its bias into ``lift_bias``. Per-variable work runs in a
-    ``[V, B * T, width]`` layout so the GLU is a single ``baddbmm`` with no copies.
+    ``[V, width, B * T]`` layout so the GLU is a single ``baddbmm`` with no copies.
     """
 
     def __init__(self, n_vars: int, width: int, d_model: int, d_context: int | None,
@@ -192,25 +192,31 @@ class VariableSelectionNetwork(nn.Module):
         self.n_vars, self.width = n_vars, width
         self.selector = GatedResidualNetwork(n_vars, d_model, n_vars, d_context, dropout,
                                              skip=PerVariableAffine(n_vars))
-        self.embed_weight = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-1.0, 1.0))
-        self.embed_bias = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-1.0, 1.0))
-        self.pre_weight = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-1.0, 1.0))
-        self.pre_bias = nn.Parameter(torch.empty(n_vars, 1, width).uniform_(-0.5, 0.5))
+        self.embed_weight = nn.Parameter(torch.empty(n_vars, width, 1).uniform_(-1.0, 1.0))
+        self.embed_bias = nn.Parameter(torch.empty(n_vars, width, 1).uniform_(-1.0, 1.0))
+        self.pre_weight = nn.Parameter(torch.empty(n_vars, width, 1).uniform_(-1.0, 1.0))
+        self.pre_bias = nn.Parameter(torch.empty(n_vars, width, 1).uniform_(-0.5, 0.5))
         bound = 1.0 / math.sqrt(width)
-        self.glu_weight = nn.Parameter(torch.empty(n_vars, width, 2 * width).uniform_(-bound, bound))
-        self.glu_bias = nn.Parameter(torch.empty(n_vars, 1, 2 * width).uniform_(-bound, bound))
+        self.glu_weight = nn.Parameter(torch.empty(n_vars, 2 * width, width).uniform_(-bound, bound))
+        self.glu_bias = nn.Parameter(torch.empty(n_vars, 2 * width, 1).uniform_(-bound, bound))
         # stacked P_v: sum_v w_v P_v n_v is one [N, V * width] x [V * width, d_model] matmul
         self.lift = nn.Linear(n_vars * width, d_model)
         self.lift_bias = nn.Parameter(torch.zeros(n_vars, d_model))
         self.dropout = nn.Dropout(dropout)
 
     def process(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-variable GRN outputs (before the lift), ``[V, N, width]`` for ``x [N, V]``."""
-        xv = x.t().unsqueeze(-1)  # [V, N, 1]
+        """Per-variable GRN outputs (before the lift), ``[V, width, N]`` for ``x [N, V]``.
+
+        Rows last: the layer norm then reduces over a short outer axis, which vectorises
+        along ``N`` (a last-axis reduction over 4 floats is ~10x slower), and the lift
+        reads the result as a ``[V * width, N]`` view without a copy."""
+        xv = x.t().unsqueeze(1)  # [V, 1, N]
         emb = torch.addcmul(self.embed_bias, xv, self.embed_weight)
         hidden = F.elu(torch.addcmul(self.pre_bias, xv, self.pre_weight))
-        gated = F.glu(torch.baddbmm(self.glu_bias, hidden, self.glu_weight), dim=-1)
-        return F.layer_norm(emb + gated, (self.width,))
+        gated = F.glu(torch.baddbmm(self.glu_bias, self.glu_weight, hidden), dim=1)
+        y = emb + gated
+        centred = y - y.mean(dim=1, keepdim=True)
+        return centred * torch.rsqrt(centred.square().mean(dim=1, keepdim=True) + 1e-5)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -218,18 +224,19 @@ class VariableSelectionNetwork(nn.Module):
         weights = torch.softmax(self.selector(x, context), dim=-1)  # [B, T, V]
         flat_x = x.reshape(-1, self.n_vars)  # [N, V]
         flat_w = weights.reshape(-1, self.n_vars)
-        # Row chunks keep each [V, rows, 2 * width] intermediate around CHUNK_ELEMENTS, so
+        # Row chunks keep each [V, 2 * width, rows] intermediate around CHUNK_ELEMENTS, so
         # the allocator reuses cached blocks instead of mapping (and page-faulting) fresh
         # memory for every large batch; the result is identical.
         rows = max(1, CHUNK_ELEMENTS // (self.n_vars * 2 * self.width))
         parts = []
         for start in range(0, flat_x.shape[0], rows):
             xc, wc = flat_x[start:start + rows], flat_w[start:start + rows]
-            processed = self.process(xc) * wc.t().unsqueeze(-1)  # [V, n, width]
-            stacked = processed.transpose(0, 1).reshape(xc.shape[0], -1)  # [n, V * width]
-            parts.append(self.lift(stacked))
+            weighted = self.process(xc) * wc.t().unsqueeze(1)  # [V, width, n]
+            parts.append(F.linear(weighted.reshape(-1, xc.shape[0]).t(), self.lift.weight,
+                                  self.lift.bias))
         combined = (parts[0] if len(parts) == 1 else torch.cat(parts)) + flat_w @ self.lift_bias
         return self.dropout(combined).reshape(*lead, -1), weights
+
 
 class GateAddNorm(nn.Module):
     """Gated skip connection: ``LayerNorm(skip + GLU(x))`` (eq. 12, 15, 17)."""

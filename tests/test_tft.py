@@ -69,7 +69,7 @@ def test_per_variable_grns_keep_variables_independent():
     torch.manual_seed(0)
     vsn = VariableSelectionNetwork(n_vars=5, width=4, d_model=8, d_context=None, dropout=0.0)
     x = torch.randn(6, 5)
-    base = vsn.process(x)  # [V, N, width]
+    base = vsn.process(x)  # [V, width, N]
     x2 = x.clone()
     x2[:, 2] += 1.0
     changed = (vsn.process(x2) - base).abs().amax(dim=(1, 2))

@@ -40,7 +40,7 @@ def test_overfits_one_small_batch():
     data.splits["validation"] = data.splits["train"]  # judge the fit on the batch itself
     assert data.splits["train"].n_windows == 8
     model = _tft(data, hidden=32, heads=2, lstm_layers=1, var_width=4, dropout=0.0)
-    cfg = TrainConfig(epochs=150, batch_size=8, lr=1e-2, weight_decay=0.0, schedule="constant",
+    cfg = TrainConfig(epochs=150, batch_size=8, lr=5e-3, weight_decay=0.0, schedule="constant",
                       grad_clip=None, patience=None, num_threads=1)
     result = train_forecaster(model, data, cfg)
     first, best = result.history[0]["val_loss"], result.best_val_loss
