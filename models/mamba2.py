@@ -68,11 +68,11 @@ class Mamba2Config:
     headdim: int | None = None
     ngroups: int = 1
     chunk_size: int = 32
-    # On CPU, long inputs are scanned in sequential segments of about this many
-    # tokens (batch x steps), carrying the (conv, SSM) state: exact, and it keeps
-    # the working set in cache so the cost stays linear in the length (without it
-    # batch 32 at T=3840 costs ~4x more per token than at T=60). 0 = never split.
-    segment_tokens: int = 4096
+    # On CPU, large inputs are scanned in blocks of about this many tokens (batch x
+    # steps): rows apart first, then, for rows longer than that, time segments that
+    # carry the (conv, SSM) state. Exact either way; it keeps the working set in
+    # cache, so the cost stays linear in the length. 0 = one block.
+    segment_tokens: int = 1024
     dropout: float = 0.1
     # "torch": the pure SSD scan (default, tested); "auto": mamba_ssm's fused
     # kernel when it is importable and the tensors are on CUDA, else "torch".
@@ -149,6 +149,15 @@ class RMSNormGated(nn.Module):
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x * F.silu(z), (x.shape[-1],), self.weight, self.eps)
 
+    def project(self, x: torch.Tensor, z: torch.Tensor, linear: nn.Module) -> torch.Tensor:
+        """``linear(forward(x, z))`` for a bias-free ``linear``: the per-token 1/rms is
+        applied after the projection, where the tensor is narrower, saving two passes
+        over the wide one."""
+        g = x * F.silu(z)
+        sq = torch.linalg.vector_norm(g, dim=-1, keepdim=True).square()
+        inv = torch.rsqrt(sq / x.shape[-1] + self.eps)
+        return linear(g * self.weight) * inv
+
 
 @functools.cache
 def _fused_scan() -> Callable[..., Any] | None:
@@ -222,10 +231,17 @@ class Mamba2Mixer(nn.Module):
         z, xbc, dt = self._split(self.in_proj(u))
         # causal depthwise conv: left context is the carried state (zeros at the start)
         xbc = xbc.transpose(1, 2)  # B C L
-        conv_in = state[0] if state is not None else xbc.new_zeros(bsz, self.conv_dim, self.d_conv - 1)
-        xbc = torch.cat([conv_in, xbc], dim=-1)
-        conv_state = xbc[..., xbc.shape[-1] - (self.d_conv - 1) :]
-        xbc = F.silu(F.conv1d(xbc, self.conv1d.weight, self.conv1d.bias, groups=self.conv_dim))
+        width = self.d_conv - 1
+        if state is None and length >= width:
+            conv_state = xbc[..., length - width :]
+            xbc = F.conv1d(xbc, self.conv1d.weight, self.conv1d.bias, padding=width,
+                           groups=self.conv_dim)[..., :length]
+        else:
+            conv_in = state[0] if state is not None else xbc.new_zeros(bsz, self.conv_dim, width)
+            xbc = torch.cat([conv_in, xbc], dim=-1)
+            conv_state = xbc[..., xbc.shape[-1] - width :]
+            xbc = F.conv1d(xbc, self.conv1d.weight, self.conv1d.bias, groups=self.conv_dim)
+        xbc = F.silu(xbc)
         x, b, c = torch.split(
             xbc.transpose(1, 2),
             [self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state],
@@ -247,8 +263,8 @@ class Mamba2Mixer(nn.Module):
             y, ssm_state = ssd_chunked(
                 x, dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in, dt=dt, d=self.D
             )
-        y = self.norm(y.reshape(bsz, length, self.d_inner), z)
-        return self.out_proj(y), (conv_state, ssm_state)
+        out = self.norm.project(y.reshape(bsz, length, self.d_inner), z, self.out_proj)
+        return out, (conv_state, ssm_state)
 
     def step(self, u: torch.Tensor, state: LayerState) -> tuple[torch.Tensor, LayerState]:
         """One token ``u [B, d_model]``; O(1) in the sequence length."""
@@ -303,13 +319,25 @@ class Mamba2Backbone(nn.Module):
         self.chunk_size = config.chunk_size
         self.segment_tokens = config.segment_tokens
 
-    def segment_length(self, batch: int, length: int) -> int:
-        """Steps per sequential segment: equal segments of at most ``segment_tokens / batch``
-        steps, but never shorter than two chunks (a default window stays one segment)."""
-        if not self.segment_tokens or torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return length  # exported graphs stay one straight-line program for any batch
-        longest = max(self.chunk_size, self.segment_tokens // batch)
-        return math.ceil(length / math.ceil(length / longest))
+    def blocks(self, batch: int, length: int) -> tuple[int, int]:
+        """``(rows, steps)`` per block of the input scanned at once: about
+        ``segment_tokens`` tokens, split across the batch first (rows are independent,
+        so that costs nothing) and across time only when one row is longer than that
+        (then the state is carried from block to block)."""
+        if (not self.segment_tokens or torch.compiler.is_compiling()
+                or torch.jit.is_tracing() or batch * length <= self.segment_tokens
+                or self._dynamically_quantized()):
+            return batch, length  # exported graphs stay one straight-line program
+        if length <= self.segment_tokens:
+            rows = max(1, self.segment_tokens // length)
+            return math.ceil(batch / math.ceil(batch / rows)), length
+        steps = max(self.chunk_size, self.segment_tokens)
+        return 1, math.ceil(length / math.ceil(length / steps))
+
+    def _dynamically_quantized(self) -> bool:
+        """Dynamic int8 layers scale activations per tensor, so splitting a batch into blocks
+        would change the numbers (and an exported trace, which has no blocks, would differ)."""
+        return any(type(layer.mixer.in_proj) is not nn.Linear for layer in self.layers)
 
     def initial_state(
         self, batch: int, device: torch.device | None = None, dtype: torch.dtype = torch.float32
@@ -323,19 +351,35 @@ class Mamba2Backbone(nn.Module):
     def forward_with_state(
         self, x: torch.Tensor, states: Sequence[LayerState] | None = None
     ) -> tuple[torch.Tensor, list[LayerState]]:
-        # GPUs have no cache to fit, only kernel launches to save: one segment there
-        seg = x.shape[1] if x.is_cuda else self.segment_length(x.shape[0], x.shape[1])
+        # GPUs have no cache to fit, only kernel launches to save: one block there
+        rows, steps = (x.shape[0], x.shape[1]) if x.is_cuda else self.blocks(*x.shape[:2])
+        if rows >= x.shape[0]:
+            h, states = self._scan_in_time(x, states, steps)
+            return self.norm(h), states
+        outs, parts = [], []
+        for r0 in range(0, x.shape[0], rows):
+            part = None if states is None else [(c[r0:r0 + rows], s[r0:r0 + rows])
+                                                for c, s in states]
+            h, part = self._scan_in_time(x[r0:r0 + rows], part, steps)
+            outs.append(h)
+            parts.append(part)
+        merged = [(torch.cat([p[i][0] for p in parts]), torch.cat([p[i][1] for p in parts]))
+                  for i in range(len(self.layers))]
+        return self.norm(torch.cat(outs)), merged
+
+    def _scan_in_time(
+        self, x: torch.Tensor, states: Sequence[LayerState] | None, steps: int
+    ) -> tuple[torch.Tensor, list[LayerState]]:
         outs = []
-        for start in range(0, x.shape[1], seg):
-            h = x[:, start : start + seg]
+        for start in range(0, x.shape[1], steps):
+            h = x[:, start : start + steps]
             new_states = []
             for i, layer in enumerate(self.layers):
                 h, s = layer.forward_with_state(h, None if states is None else states[i])
                 new_states.append(s)
             states = new_states
             outs.append(h)
-        h = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
-        return self.norm(h), list(states or [])
+        return (outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)), list(states or [])
 
     def step(
         self, x: torch.Tensor, states: Sequence[LayerState]

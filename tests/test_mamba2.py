@@ -136,20 +136,28 @@ def test_gated_rmsnorm_gates_and_normalises():
     assert not torch.allclose(norm(x, z + 1.0), out)  # the gate does
     torch.testing.assert_close(out.pow(2).mean(-1), torch.ones(4, dtype=torch.float64),
                                atol=1e-4, rtol=0)
+    # the fused "norm then bias-free projection" equals doing them in turn
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    proj = torch.nn.Linear(8, 3, bias=False).double()
+    torch.testing.assert_close(norm.project(x, z, proj), proj(norm(x, z)))
 
 
-def test_mixer_continues_from_carried_state():
+@pytest.mark.parametrize("length", [1, 2, 3, 23])
+def test_mixer_continues_from_carried_state(length):
     """forward(u) == forward(u[:k]) then forward(u[k:], state) == step by step."""
     torch.manual_seed(0)
     mixer = Mamba2Mixer(12, d_state=6, d_conv=4, expand=2, headdim=8, ngroups=3,
                         chunk_size=5).double()
-    u = torch.randn(2, 23, 12, dtype=torch.float64)
+    u = torch.randn(2, length, 12, dtype=torch.float64)
     full, (conv_f, ssm_f) = mixer.forward_with_state(u)
-    first, state = mixer.forward_with_state(u[:, :9])
-    second, (conv_s, ssm_s) = mixer.forward_with_state(u[:, 9:], state)
-    torch.testing.assert_close(torch.cat([first, second], 1), full)
-    torch.testing.assert_close(ssm_s, ssm_f)
-    torch.testing.assert_close(conv_s, conv_f)
+    if length > 1:
+        cut = length // 2
+        first, state = mixer.forward_with_state(u[:, :cut])
+        second, (conv_s, ssm_s) = mixer.forward_with_state(u[:, cut:], state)
+        torch.testing.assert_close(torch.cat([first, second], 1), full)
+        torch.testing.assert_close(ssm_s, ssm_f)
+        torch.testing.assert_close(conv_s, conv_f)
     state = mixer.initial_state(2, u.device, u.dtype)
     steps = []
     for t in range(u.shape[1]):
@@ -159,15 +167,22 @@ def test_mixer_continues_from_carried_state():
     torch.testing.assert_close(state[1], ssm_f)
 
 
-def test_backbone_segments_are_exact():
-    """Scanning long inputs segment by segment (the CPU cache optimisation) changes nothing."""
+@pytest.mark.parametrize(("batch", "length", "tokens"), [(2, 37, 10), (7, 5, 12), (5, 9, 30)])
+def test_backbone_blocks_are_exact(batch, length, tokens):
+    """Scanning in blocks of rows and time segments (the CPU cache optimisation) changes
+    neither the outputs nor the final states."""
     torch.manual_seed(0)
     whole = Mamba2Backbone(_config(segment_tokens=0)).double().eval()
-    split = Mamba2Backbone(_config(segment_tokens=10)).double().eval()
+    split = Mamba2Backbone(_config(segment_tokens=tokens)).double().eval()
     split.load_state_dict(whole.state_dict())
-    x = torch.randn(2, 37, 16, dtype=torch.float64)
-    assert split.segment_length(2, 37) < 37
-    torch.testing.assert_close(split(x), whole(x))
+    assert split.blocks(batch, length) != (batch, length)
+    x = torch.randn(batch, length, 16, dtype=torch.float64)
+    out, states = split.forward_with_state(x)
+    ref, ref_states = whole.forward_with_state(x)
+    torch.testing.assert_close(out, ref)
+    for (conv, ssm), (conv_ref, ssm_ref) in zip(states, ref_states, strict=True):
+        torch.testing.assert_close(conv, conv_ref)
+        torch.testing.assert_close(ssm, ssm_ref)
 
 
 # --- the forecaster -------------------------------------------------------------------
