@@ -161,6 +161,28 @@ class GatedResidualNetwork(nn.Module):
         return self.norm(residual + self.glu(F.elu(hidden)))
 
 
+class StackedGRN(nn.Module):
+    """``n`` independent GRNs (no context) of the same input, run as one matmul, one
+    ``baddbmm`` and one norm: the four static covariate encoders."""
+
+    def __init__(self, n: int, d: int, dropout: float = 0.0):
+        super().__init__()
+        self.n, self.d = n, d
+        self.fc_in = nn.Linear(d, n * d)
+        self.dropout = nn.Dropout(dropout)
+        bound = 1.0 / math.sqrt(d)
+        self.glu_weight = nn.Parameter(torch.empty(n, d, 2 * d).uniform_(-bound, bound))
+        self.glu_bias = nn.Parameter(torch.empty(n, 1, 2 * d).uniform_(-bound, bound))
+        self.norm_weight = nn.Parameter(torch.ones(n, 1, d))
+        self.norm_bias = nn.Parameter(torch.zeros(n, 1, d))
+
+    def forward(self, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hidden = F.elu(self.fc_in(a)).view(a.shape[0], self.n, self.d).transpose(0, 1)
+        gated = F.glu(torch.baddbmm(self.glu_bias, self.dropout(hidden), self.glu_weight), -1)
+        out = F.layer_norm(a + gated, (self.d,)) * self.norm_weight + self.norm_bias
+        return tuple(out.unbind(0))
+
+
 class PerVariableAffine(nn.Module):
     """``x_v * a_v + b_v`` for every variable: the selection GRN's skip path."""
 
@@ -303,10 +325,8 @@ class TemporalFusionTransformer(nn.Module):
                            if c.n_static else None)
         if self.static_vsn is None:
             self.static_default = nn.Parameter(torch.zeros(d))
-        self.static_selection = GatedResidualNetwork(d, d, d, dropout=p)
-        self.static_enrichment_ctx = GatedResidualNetwork(d, d, d, dropout=p)
-        self.static_h = GatedResidualNetwork(d, d, d, dropout=p)
-        self.static_c = GatedResidualNetwork(d, d, d, dropout=p)
+        # contexts for variable selection, enrichment, LSTM h0 and LSTM c0
+        self.static_encoders = StackedGRN(4, d, p)
         self.past_vsn = VariableSelectionNetwork(c.n_observed + c.n_known, w, d, d, p)
         self.future_vsn = (VariableSelectionNetwork(c.n_known, w, d, d, p) if c.n_known else None)
         if self.future_vsn is None:
@@ -364,10 +384,9 @@ class TemporalFusionTransformer(nn.Module):
                 info["static_weights"] = static_w.squeeze(1)
         else:
             static_emb = self.static_default.expand(b, -1)
-        ctx_select = self.static_selection(static_emb)
-        ctx_enrich = self.static_enrichment_ctx(static_emb)
-        h0 = self.static_h(static_emb).unsqueeze(0).expand(c.lstm_layers, -1, -1).contiguous()
-        c0 = self.static_c(static_emb).unsqueeze(0).expand(c.lstm_layers, -1, -1).contiguous()
+        ctx_select, ctx_enrich, ctx_h, ctx_c = self.static_encoders(static_emb)
+        h0 = ctx_h.unsqueeze(0).expand(c.lstm_layers, -1, -1).contiguous()
+        c0 = ctx_c.unsqueeze(0).expand(c.lstm_layers, -1, -1).contiguous()
 
         past_inputs = torch.cat([observed, known[:, :t]], dim=-1)
         past, past_w = self.past_vsn(past_inputs, ctx_select.unsqueeze(1))

@@ -207,3 +207,16 @@ def test_cuda_batches_and_autocast(dtype):
         out.float().mean().backward()
         assert out.shape == (batch, 5, 9)
         assert torch.isfinite(out.float()).all()
+
+
+def test_static_encoders_give_four_distinct_contexts():
+    from models.tft import StackedGRN
+
+    torch.manual_seed(0)
+    enc = StackedGRN(4, 8).eval()
+    a = torch.randn(3, 8)
+    outs = enc(a)
+    assert len(outs) == 4 and all(o.shape == (3, 8) for o in outs)
+    assert not any(torch.allclose(outs[i], outs[j], atol=1e-4)
+                   for i in range(4) for j in range(i + 1, 4))
+    assert not torch.allclose(enc(a * 2)[0], outs[0], atol=1e-4)
