@@ -10,8 +10,9 @@ What works on torch 2.13 (CPU build), checked by ``tests/test_export.py``:
   (``torch.jit.trace``, then ``torch.jit.script``) saved as ``model.ts``.
 
 Every candidate is checked before it is kept: it must reproduce the module's outputs on
-batch 1 and batch 7, which is what "dynamic batch" means in practice (a trace that
-baked the example batch size in fails here, not in production).
+batch 1, 7 and 64, which is what "dynamic batch" means in practice (a trace that baked
+the example batch size or a batch-dependent branch in fails here, not in production).
+Trace from a small example batch (<= 4).
 
 Layout of an artifact directory (written atomically, as ``TrainingData.save`` does)::
 
@@ -39,7 +40,9 @@ from torch import nn
 META_FILE = "meta.json"
 FORMAT_FILES = {"torch.export": "model.pt2", "torchscript": "model.ts"}
 FORECASTER_INPUTS = ("static", "observed", "known")
-CHECK_BATCHES = (1, 7)
+# batch 1, an odd size, and one big enough that batch-dependent Python branches (row
+# chunking in the TFT, segment scans in Mamba-2) take their other path than in a trace
+CHECK_BATCHES = (1, 7, 64)
 CHECK_ATOL = 1e-5
 MAX_BATCH = 1 << 20
 # Found on torch 2.13 (tests/test_export.py re-checks it): exporting a dynamic-quantized

@@ -139,11 +139,14 @@ def _build(precision: str, base: nn.Module, inputs: Inputs, device: torch.device
     elif precision == "int8":
         if device.type != "cpu":
             return Unsupported("int8", f"dynamic int8 kernels are CPU-only (device {device})")
-        module = quantize_int8(base)
+        module = quantize_int8(base, inputs)
         n_quantized = count_quantized_layers(module)
         if n_quantized == 0:
             return Unsupported("int8", "no Linear / LSTM / GRU layer to quantize")
+        kept = sorted(set(int8_candidates(base)) - set(called_layers(base, inputs)))
         notes = f"dynamic int8 on {n_quantized} Linear/LSTM/GRU layers; other layers fp32"
+        if kept:
+            notes += f" (weights read directly, kept fp32: {', '.join(kept[:8])}{' ...' if len(kept) > 8 else ''})"
     else:
         dtype = HALF_DTYPES[precision]
         if device.type == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -160,16 +163,44 @@ def _build(precision: str, base: nn.Module, inputs: Inputs, device: torch.device
     return Variant(precision, module, state_dict_bytes(module), n_quantized, notes)
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
-    """Dynamic int8 quantization of Linear / LSTM / GRU layers (CPU)."""
+def quantize_int8(model: nn.Module, example_inputs: Sequence[torch.Tensor] | None = None) -> nn.Module:
+    """Dynamic int8 quantization of Linear / LSTM / GRU layers (CPU).
+
+    With ``example_inputs``, only layers whose ``forward`` the model actually calls are
+    quantized: a layer whose weight the model reads directly (``F.linear(x, self.lift.weight)``)
+    must stay fp32, as a quantized layer's ``weight`` is a method, not a tensor."""
     engines = torch.backends.quantized.supported_engines
     if torch.backends.quantized.engine == "none" and engines:
         torch.backends.quantized.engine = "x86" if "x86" in engines else engines[0]
+    model = copy.deepcopy(model).cpu().float().eval()
+    spec: set[type[nn.Module]] | dict[str, Any] = set(INT8_LAYER_TYPES)
+    if example_inputs is not None:
+        called = called_layers(model, example_inputs)
+        spec = {name: torch.ao.quantization.default_dynamic_qconfig for name in called}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization deprecation notices
-        return torch.ao.quantization.quantize_dynamic(
-            copy.deepcopy(model).cpu().float(), set(INT8_LAYER_TYPES), dtype=torch.qint8
-        )
+        return torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8)
+
+
+def called_layers(model: nn.Module, example_inputs: Sequence[torch.Tensor]) -> list[str]:
+    """Names of the Linear / LSTM / GRU layers whose ``forward`` runs on ``example_inputs``."""
+    called: list[str] = []
+    hooks = [
+        m.register_forward_pre_hook(lambda _m, _a, name=name: called.append(name))
+        for name, m in model.named_modules()
+        if type(m) in INT8_LAYER_TYPES
+    ]
+    try:
+        with torch.inference_mode():
+            model(*(x.cpu() for x in example_inputs))
+    finally:
+        for h in hooks:
+            h.remove()
+    return sorted(set(called))
+
+
+def int8_candidates(model: nn.Module) -> list[str]:
+    return [name for name, m in model.named_modules() if type(m) in INT8_LAYER_TYPES]
 
 
 def count_quantized_layers(module: nn.Module) -> int:
@@ -502,6 +533,7 @@ __all__ = [
     "latency_ms",
     "pinball_loss",
     "positions_from_outputs",
+    "called_layers",
     "quantize_int8",
     "quantize_variants",
     "recommend",

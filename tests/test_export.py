@@ -100,6 +100,36 @@ def test_example_inputs_sliced_from_a_big_batch_do_not_bloat_the_artifact(tmp_pa
     assert artifact_bytes(path) < 200_000
 
 
+class RowChunks(nn.Module):
+    """Processes rows in chunks of 50, as the TFT's variable selection does (of B x T)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return torch.cat([self.lin(x[i : i + 50]) for i in range(0, x.shape[0], 50)])
+
+
+class UnscriptableRowChunks(RowChunks):
+    def forward(self, x):
+        return torch.cat(list(map(self.lin, torch.split(x, 50))))  # TorchScript cannot compile map
+
+
+def test_a_trace_that_baked_in_a_batch_dependent_branch_is_refused(tmp_path):
+    with pytest.raises(ExportError, match="torchscript: .*TorchScript interpreter"):
+        export_artifact(UnscriptableRowChunks(), (torch.randn(4, 3),), tmp_path / "c", metadata={},
+                        formats=("torchscript",))
+
+
+def test_a_batch_dependent_branch_falls_back_to_scripting(tmp_path):
+    module = RowChunks()
+    fn, meta = load_artifact(export_artifact(module, (torch.randn(4, 3),), tmp_path / "c", metadata={},
+                                             formats=("torchscript",)))
+    x = torch.randn(230, 3)
+    assert fn(x).shape == (230, 2) and torch.allclose(fn(x), module(x))
+
+
 def test_a_module_no_route_reproduces_raises_with_each_reason(tmp_path):
     class ViaNumpy(nn.Module):
         def forward(self, x):

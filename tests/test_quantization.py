@@ -111,6 +111,23 @@ def test_unsupported_precision_is_reported_with_its_reason():
         assert "not implemented" in variants[p].reason and "RuntimeError" in variants[p].reason
 
 
+def test_a_layer_whose_weight_is_read_directly_stays_fp32():
+    class ReadsWeight(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = nn.Linear(8, 8)
+            self.lift = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return nn.functional.linear(self.used(x), self.lift.weight, self.lift.bias)
+
+    model = ReadsWeight().eval()
+    int8 = quantize_variants(model, (torch.randn(2, 8),), precisions=("int8",))["int8"]
+    assert isinstance(int8, Variant), int8
+    assert int8.quantized_layers == 1 and "kept fp32: lift" in int8.notes
+    assert isinstance(int8.module.lift, nn.Linear) and int8.module.lift.weight.dtype == torch.float32
+
+
 def test_model_without_quantizable_layers_reports_int8_unsupported():
     conv = nn.Sequential(nn.Conv1d(2, 2, 3), nn.ReLU())
     variants = quantize_variants(conv, (torch.randn(2, 2, 8),), precisions=("fp32", "int8"))
