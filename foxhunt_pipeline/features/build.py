@@ -16,7 +16,6 @@ import polars as pl
 from foxhunt_pipeline.features.calendar_inputs import KNOWN_NAMES, ROLL_LEAD_DAYS, with_known_inputs
 from foxhunt_pipeline.features.grid import regular_grid, session_minute_expr, trade_date_expr
 from foxhunt_pipeline.features.library import (
-    SEG,
     FeatureConfig,
     _ewm,
     base_exprs,
@@ -116,28 +115,19 @@ def check_continuous(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.DataFrame:
-    grid = (
-        regular_grid(bars, cfg.bar_seconds)
-        if cfg.fill_grid
-        else bars.with_columns(is_filled=pl.lit(False))
-    )
-    # Eager, stage by stage: one lazy plan of ~250 windowed expressions costs seconds of
-    # query optimisation per root, far more than executing it.
-    df = grid.with_columns(
+def _segment_features(seg: pl.DataFrame, cfg: FeatureConfig) -> pl.DataFrame:
+    """One (root, contract_seq) on its grid -> its f_* and y_* rows after the warm-up.
+
+    A segment at a time: nothing can reach across a roll, not even rolling-sum rounding
+    state, and the working set stays cache- and memory-sized (time linear in rows).
+    Eager, stage by stage: one lazy plan of ~250 windowed expressions costs seconds of query
+    optimisation, far more than executing it."""
+    df = seg.with_columns(
         _seg=pl.col("contract_seq"),
-        _td=trade_date_expr(),
-        _sm=session_minute_expr(),
         _row=pl.int_range(pl.len(), dtype=pl.Int64),
-        _roll_lead=pl.lit(float(ROLL_LEAD_DAYS[spec(root).asset_class])),
-    )
-    df = df.with_columns(
-        _pos=pl.int_range(pl.len(), dtype=pl.Int64).over(SEG),
-        _sess=((pl.col("_td") != pl.col("_td").shift(1)) | (pl.col(SEG) != pl.col(SEG).shift(1)))
-        .fill_null(True)
-        .cum_sum(),
-        _last_real=pl.when(~pl.col("is_filled")).then(pl.col("_row")).forward_fill(),
-    )
+        _pos=pl.int_range(pl.len(), dtype=pl.Int64),
+        _sess=(pl.col("_td") != pl.col("_td").shift(1)).fill_null(True).cum_sum(),
+    ).with_columns(_last_real=pl.when(~pl.col("is_filled")).then(pl.col("_row")).forward_fill())
     for stage in base_exprs():
         df = df.with_columns(stage)
     spans = ema_spans(cfg)
@@ -149,14 +139,36 @@ def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.Data
     for stage in feature_stages(cfg):
         df = df.with_columns(stage)
     df = df.with_columns(target_exprs(cfg.horizons))
-    # keep only what the output and the calendar need before copying rows: the warm-up
-    # filter and the calendar join would otherwise copy every intermediate column too
-    calendar = ["ts_event", "expiry", "_td", "_sm"]
+    # only what the output and the calendar need, before the warm-up filter copies rows
     keep = [c for c in output_columns(cfg) if not c.startswith(("k_", "s_"))]
-    out = df.select(*keep, "expiry", "_td", "_sm", "_pos").filter(pl.col("_pos") >= cfg.warmup_bars)
-    del df
-    known = with_known_inputs(out.select(calendar), root).select(KNOWN_NAMES)
-    out = out.hstack(known).with_columns(static_exprs(root))
+    return df.select(*keep, "expiry", "_td", "_sm", "_pos").filter(
+        pl.col("_pos") >= cfg.warmup_bars
+    )
+
+
+def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.DataFrame | None:
+    grid = (
+        regular_grid(bars, cfg.bar_seconds)
+        if cfg.fill_grid
+        else bars.with_columns(is_filled=pl.lit(False))
+    )
+    grid = grid.with_columns(
+        _td=trade_date_expr(),
+        _sm=session_minute_expr(),
+        _roll_lead=pl.lit(float(ROLL_LEAD_DAYS[spec(root).asset_class])),
+    )
+    parts = [
+        _segment_features(seg, cfg)
+        for seg in grid.partition_by("contract_seq", maintain_order=True)
+        if seg.height > cfg.warmup_bars
+    ]
+    del grid
+    if not parts:
+        return None
+    out = pl.concat(parts, how="vertical", rechunk=True)
+    del parts
+    known = with_known_inputs(out.select("ts_event", "expiry", "_td", "_sm"), root)
+    out = out.hstack(known.select(KNOWN_NAMES)).with_columns(static_exprs(root))
     return out.select(output_columns(cfg))
 
 
@@ -176,6 +188,12 @@ def build_features(continuous: pl.DataFrame, config: FeatureConfig | None = None
             warnings.warn(msg + "; skipped", stacklevel=2)
             continue
         part = _root_features(bars, root, cfg)
+        if part is None:
+            msg = f"root {root}: no contract has more than the feature warm-up of {w} bars"
+            if cfg.min_rows_policy == "error":
+                raise FeatureInputError(msg + "; set min_rows_policy='skip' to drop it")
+            warnings.warn(msg + "; skipped", stacklevel=2)
+            continue
         kept = set(part["contract_seq"].unique().to_list())
         short = sorted(set(bars["contract_seq"].unique().to_list()) - kept)
         if short:

@@ -1,13 +1,11 @@
 """The observed-feature library (``f_*``): polars expressions over past bars only.
 
 How it stays causal and fast: everything here is a backward-looking rolling window,
-a backward shift, a cumulative op or an exponential average, evaluated over one root's
-rows in time order (never centred, never a forward shift). Rolling windows run over the
-whole root column (no per-group scatter), which is safe because the builder drops the
-first ``warmup_bars`` rows of every (root, contract_seq) segment: any window that could
-reach into the previous contract belongs to a dropped row, so no retained feature spans a
-roll. Recursive state (EMAs, session extremes) is computed ``.over`` the segment or the
-session so it restarts at a roll.
+a backward shift, a cumulative op or an exponential average, evaluated over one
+(root, contract_seq) segment's rows in time order (never centred, never a forward shift);
+the builder runs one segment at a time, so nothing spans a roll. EMAs and session state
+are also ``.over`` the segment / session, so the expressions stay correct on a frame of
+several segments. The first ``warmup_bars`` rows of every segment are dropped.
 
 Warm-up: ``FeatureConfig.warmup_bars`` = longest window or lag + ``WARMUP_MARGIN``
 (250 bars by default). From that row of a segment on every feature is finite; earlier rows
