@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from models.agent_policy import PolicyNet
-from models.export import artifact_bytes, export_artifact, load_artifact
+from models.export import ExportError, artifact_bytes, export_artifact, load_artifact
 from models.mamba2 import Mamba2Config, Mamba2Forecaster
 from models.quantization import (
     Variant,
@@ -63,8 +63,14 @@ def _export_rows(variants: dict[str, Any], example: tuple[torch.Tensor, ...], ro
             if not isinstance(v, Variant):
                 continue
             t0 = time.perf_counter()
-            path = export_artifact(v.module, example, f"{d}/{r['precision']}", metadata={})
-            r["export_s"] = time.perf_counter() - t0
+            try:
+                path = export_artifact(v.module, example, f"{d}/{r['precision']}", metadata={})
+            except ExportError as exc:
+                r["artifact_format"] = "FAILED"
+                r["export_error"] = str(exc)[:400]
+                continue
+            finally:
+                r["export_s"] = time.perf_counter() - t0
             r["artifact_format"] = load_artifact(path)[1]["format"]
             r["artifact_bytes"] = artifact_bytes(path)
 
@@ -133,6 +139,9 @@ def main() -> None:
                   f"{r['latency_ratio_b1']:6.2f} {r['latency_ms_b32']:8.2f} {r['latency_ratio_b32']:6.2f} "
                   f"{r.get('artifact_format', '-'):>12} {r.get('export_s', float('nan')):8.1f}")
         print(f"{name:7} -> {res['recommended'][0]}: {res['recommended'][1]}")
+        for r in res["rows"]:
+            if "export_error" in r:
+                print(f"{name:7} {r['precision']} export failed: {r['export_error']}")
         if "gpu_b256" in res:
             print(f"{name:7} GPU batch 256: {res['gpu_b256']}")
     if args.json:

@@ -440,6 +440,8 @@ def recommend(rows: Sequence[Mapping[str, Any]], tolerance: Tolerance = DEFAULT_
             )
         else:
             candidates.append(r)
+    if not ref.get("accepted", True):
+        notes.insert(0, f"fp32 itself not deployable: {ref.get('reason', '')}")
     if not candidates:
         return "fp32", "fp32: no other variant qualifies; " + "; ".join(notes)
     best = min(candidates, key=lambda r: (r[size_key], r.get(f"latency_ms_{lat_key}", 0.0)))

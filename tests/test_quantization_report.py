@@ -74,3 +74,18 @@ def test_agent_report_backtests_each_variant(data, tmp_path):
     assert ("int8" in report.artifacts) == int8["accepted"]
     _, meta = load_artifact(report.artifacts["fp32"])
     assert meta["kind"] == "agent" and meta["input_names"] == ["obs"]
+
+
+def test_an_export_failure_unaccepts_the_variant_and_says_why(data, tmp_path):
+    class ViaNumpy(LSTMForecaster):
+        def forward(self, static, observed, known):
+            out = super().forward(static, observed, known)
+            return torch.from_numpy(out.detach().numpy().copy())  # invisible to tracing
+
+    model = ViaNumpy(n_static=2, n_observed=4, n_known=2, horizon=3, hidden=8).eval()
+    report = quantize_forecaster(model, data, model_name="m", out_dir=tmp_path, max_windows=16,
+                                 precisions=("fp32", "int8"), latency_repeats=1,
+                                 export_formats=("torchscript",))
+    assert report.artifacts == {}
+    assert all(not r["accepted"] and "export failed" in r["reason"] for r in report.rows)
+    assert report.recommended == "fp32" and "fp32 itself not deployable" in report.reason
