@@ -85,7 +85,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     else:
         report = _evaluate_agent(family, pointer, data, kwargs)
     now = datetime.now(UTC)
-    rows = evaluation_rows(family, pointer["version"], "fp32", report, context.run_id, now)
+    rows = evaluation_rows(family, pointer["version"], "fp32", report, context.run.run_id, now)
     warehouse.append_duckdb_table(storage.duckdb_path, EVALUATIONS_TABLE, rows)
     client = mlflow.client()
     for k, v in report.metrics.items():

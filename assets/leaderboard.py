@@ -36,7 +36,7 @@ class LeaderboardConfig(dg.Config):
 def latest_evaluations(duckdb_path) -> tuple[list[dict], dict[str, dict]]:
     """Newest fp32 evaluation per family, and the baselines evaluated on the same test period."""
     with duckdb.connect(str(duckdb_path), read_only=True) as con:
-        df = pl.from_arrow(con.execute(f"select * from {EVALUATIONS_TABLE} where precision = 'fp32'").to_arrow_table())
+        df = pl.from_arrow(con.sql(f"select * from {EVALUATIONS_TABLE} where precision = 'fp32'").to_arrow_table())
     if df.is_empty():
         return [], {}
     newest = df.sort("evaluated_at").group_by("model", maintain_order=True).last()
@@ -60,7 +60,7 @@ def current_champions(mlflow: MLflowResource, duckdb_path, families: list[str]) 
     tagged as overall champion."""
     client = mlflow.client()
     with duckdb.connect(str(duckdb_path), read_only=True) as con:
-        df = pl.from_arrow(con.execute(f"select * from {EVALUATIONS_TABLE} where precision = 'fp32'").to_arrow_table())
+        df = pl.from_arrow(con.sql(f"select * from {EVALUATIONS_TABLE} where precision = 'fp32'").to_arrow_table())
     champions: dict[str, dict | None] = {}
     overall = None
     for family in families:

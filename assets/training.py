@@ -99,8 +99,8 @@ def train_forecaster_asset(
         max_batches_per_epoch=config.max_batches_per_epoch or None, seed=config.seed,
     )
     registered = model_store.REGISTERED_NAMES[family]
-    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run_id[:8]}"
-    with mlflow.start_run(f"{family}-{context.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run_id}) as run:
+    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run.run_id[:8]}"
+    with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
 
@@ -129,7 +129,7 @@ def train_forecaster_asset(
         run_id = run.run_id
     model_store.publish(storage.checkpoints, family, {
         "family": family, "checkpoint": str(ckpt), "mlflow_run_id": run_id, "registered_model": registered,
-        "version": version, "dagster_run_id": context.run_id, "feature_hash": data.meta["feature_hash"],
+        "version": version, "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
     })
     last = result.history[-1] if result.history else {}
     return dg.MaterializeResult(
@@ -266,8 +266,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
     agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
     registered = model_store.REGISTERED_NAMES[family]
-    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run_id[:8]}"
-    with mlflow.start_run(f"{family}-{context.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run_id}) as run:
+    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run.run_id[:8]}"
+    with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
 
         def on_eval(point: dict) -> None:
@@ -286,7 +286,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         run_id = run.run_id
     model_store.publish(storage.checkpoints, family, {
         "family": family, "checkpoint": str(run_dir / "policy"), "mlflow_run_id": run_id,
-        "registered_model": registered, "version": version, "dagster_run_id": context.run_id,
+        "registered_model": registered, "version": version, "dagster_run_id": context.run.run_id,
         "feature_hash": data.meta["feature_hash"],
     })
     return dg.MaterializeResult(
