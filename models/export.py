@@ -44,6 +44,7 @@ FORECASTER_INPUTS = ("static", "observed", "known")
 # chunking in the TFT, segment scans in Mamba-2) take their other path than in a trace
 CHECK_BATCHES = (1, 7, 64)
 CHECK_ATOL = 1e-5
+HALF_CHECK_RTOL = {"fp16": 1e-2, "bf16": 5e-2}  # as quantization.OUTPUT_TOLERANCE
 MAX_BATCH = 1 << 20
 # Found on torch 2.13 (tests/test_export.py re-checks it): exporting a dynamic-quantized
 # module fails after tracing the whole graph, which costs seconds, so it is skipped
@@ -247,8 +248,20 @@ def _check_reproduces(module: nn.Module, loaded: Callable[..., Any], example: tu
         if want.shape != got.shape:
             raise AssertionError(f"batch {b}: output shape {tuple(got.shape)} != {tuple(want.shape)}")
         err = float((want.float() - got.float()).abs().max())
-        if err > CHECK_ATOL * max(1.0, float(want.float().abs().max())):
+        if err > _check_tolerance(module) * max(1.0, float(want.float().abs().max())):
             raise AssertionError(f"batch {b}: max abs diff {err:.3g} from the module")
+
+
+def _check_tolerance(module: nn.Module) -> float:
+    """Relative tolerance of artifact vs module: tight in fp32; in half precision a
+    batch-dependent path (e.g. Mamba-2's segmented scan at batch 64) that the artifact took
+    differently from eager differs by rounding alone, at about the format's epsilon."""
+    dtypes = {t.dtype for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()}
+    if torch.bfloat16 in dtypes:
+        return HALF_CHECK_RTOL["bf16"]
+    if torch.float16 in dtypes:
+        return HALF_CHECK_RTOL["fp16"]
+    return CHECK_ATOL
 
 
 def _vary(x: torch.Tensor, seed: int) -> torch.Tensor:

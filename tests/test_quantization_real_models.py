@@ -98,3 +98,19 @@ def test_policy_fp32_artifact_uses_torch_export(tmp_path):
     assert meta["format"] == "torch.export"
     x = _obs(7, 3)
     assert torch.equal(fn(*x).argmax(1), policy(*x).argmax(1))
+
+
+@pytest.mark.slow
+def test_mamba2_bf16_artifact_matches_eager_across_its_segmented_scan(tmp_path):
+    """Batch 64 takes Mamba-2's segmented CPU scan in eager, not in the artifact traced at
+    batch 4: the two agree to bf16 rounding, and the artifact is kept."""
+    torch.manual_seed(0)
+    model = _mamba2().eval()
+    bf16 = quantize_variants(model, forecaster_inputs(4), precisions=("bf16",))["bf16"]
+    fn, meta = load_artifact(export_artifact(bf16.module, forecaster_inputs(4), tmp_path / "m", metadata={}))
+    assert meta["format"] == "torch.export"
+    x = forecaster_inputs(64, seed=9)
+    with torch.inference_mode():
+        ref = model(*x)
+        rel = float((fn(*x) - ref).abs().max() / ref.abs().max())
+    assert rel <= OUTPUT_TOLERANCE["bf16"]
