@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -138,40 +137,20 @@ def _clock(device: torch.device) -> Callable[[], float]:
     return time.perf_counter if device.type == "cuda" else time.process_time
 
 
-def latency(side: Side, device: torch.device, calls: int, warmup: int = 10) -> dict[str, float]:
-    side.model.eval()
-    x = side.inputs(1, device)
-    clock = _clock(device)
-    times, walls = [], []
-    with torch.inference_mode():
-        for i in range(warmup + calls):
-            _sync(device)
-            start, wall = clock(), time.perf_counter()
-            side.forward(x)
-            _sync(device)
-            if i >= warmup:
-                times.append(clock() - start)
-                walls.append(time.perf_counter() - wall)
-    ms = np.asarray(times) * 1e3
-    return {"median_ms": float(np.median(ms)), "p95_ms": float(np.percentile(ms, 95)),
-            "p99_ms": float(np.percentile(ms, 99)), "calls": calls,
-            "wall_median_ms": float(np.median(walls) * 1e3)}
-
-
-def throughput(side: Side, device: torch.device, batch: int, calls: int) -> float:
+def _forward_timer(side: Side, device: torch.device, batch: int) -> Callable[[], float]:
     side.model.eval()
     x = side.inputs(batch, device)
     clock = _clock(device)
-    times = []
-    with torch.inference_mode():
-        side.forward(x)
-        for _ in range(calls):
+
+    def once() -> float:
+        with torch.inference_mode():
             _sync(device)
             start = clock()
             side.forward(x)
             _sync(device)
-            times.append(clock() - start)
-    return batch / statistics.median(times)
+            return clock() - start
+
+    return once
 
 
 def _train_step(side: Side, x: Any, target: torch.Tensor, opt: torch.optim.Optimizer,
@@ -183,21 +162,33 @@ def _train_step(side: Side, x: Any, target: torch.Tensor, opt: torch.optim.Optim
     opt.step()
 
 
-def train_step_seconds(side: Side, device: torch.device, steps: int) -> float:
-    side.model.train()
+def _train_timer(side: Side, device: torch.device) -> Callable[[], float]:
     x, target = side.inputs(32, device), torch.randn(32, H, device=device)
     q = torch.tensor(QUANTILES, device=device)
     opt = torch.optim.AdamW(side.model.parameters(), lr=1e-3)
-    _train_step(side, x, target, opt, q)
     clock = _clock(device)
-    times = []
-    for _ in range(steps):
+
+    def once() -> float:
+        side.model.train()
         _sync(device)
         start = clock()
         _train_step(side, x, target, opt, q)
         _sync(device)
-        times.append(clock() - start)
-    return statistics.median(times)
+        return clock() - start
+
+    return once
+
+
+def interleaved(timers: dict[str, Callable[[], float]], calls: int, warmup: int
+                ) -> dict[str, np.ndarray]:
+    """Alternate the sides call by call, so a noisy neighbour hits both alike."""
+    out: dict[str, list[float]] = {k: [] for k in timers}
+    for i in range(warmup + calls):
+        for key, once in timers.items():
+            elapsed = once()
+            if i >= warmup:
+                out[key].append(elapsed)
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def _rss_bytes() -> int:
@@ -246,21 +237,46 @@ def memory_in_subprocess(side_key: str, device: torch.device, threads: int) -> f
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_growth_mb"]
 
 
-def measure(side_key: str, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
-    torch.manual_seed(0)
-    side = SIDES[side_key](device)
-    slow = side_key == "pf"
-    result = {
-        "name": side.name,
-        "parameters": int(sum(p.numel() for p in side.model.parameters())),
-        "batch1": latency(side, device, args.calls),
-        "throughput_b32": throughput(side, device, 32, 3 if slow else 10),
-        "throughput_b256": throughput(side, device, 256, 2 if slow else 5),
-        "train_step_b32_s": train_step_seconds(side, device, 2 if slow else 5),
-        "train_peak_growth_mb": memory_in_subprocess(side_key, device, args.threads),
-    }
-    print(json.dumps(result), file=sys.stderr, flush=True)
-    return result
+def measure(keys: list[str], device: torch.device, args: argparse.Namespace
+            ) -> dict[str, dict[str, Any]]:
+    sides = {}
+    for key in keys:
+        torch.manual_seed(0)
+        sides[key] = SIDES[key](device)
+    results: dict[str, dict[str, Any]] = {
+        k: {"name": s.name, "parameters": int(sum(p.numel() for p in s.model.parameters()))}
+        for k, s in sides.items()}
+    walls = interleaved({k: _forward_timer(s, device, 1) for k, s in sides.items()}
+                        if device.type == "cuda" else
+                        {k: _wall(_forward_timer(s, device, 1)) for k, s in sides.items()},
+                        args.calls // 4, 2)
+    lat = interleaved({k: _forward_timer(s, device, 1) for k, s in sides.items()}, args.calls, 10)
+    for k, ms in lat.items():
+        ms = ms * 1e3
+        results[k]["batch1"] = {
+            "median_ms": float(np.median(ms)), "p95_ms": float(np.percentile(ms, 95)),
+            "p99_ms": float(np.percentile(ms, 99)), "calls": args.calls,
+            "wall_median_ms": float(np.median(walls[k]) * 1e3)}
+    for batch, calls in ((32, 5), (256, 3)):
+        t = interleaved({k: _forward_timer(s, device, batch) for k, s in sides.items()}, calls, 1)
+        for k, sec in t.items():
+            results[k][f"throughput_b{batch}"] = batch / float(np.median(sec))
+    t = interleaved({k: _train_timer(s, device) for k, s in sides.items()}, 3, 1)
+    for k, sec in t.items():
+        results[k]["train_step_b32_s"] = float(np.median(sec))
+    for k in sides:
+        results[k]["train_peak_growth_mb"] = memory_in_subprocess(k, device, args.threads)
+        print(json.dumps(results[k]), file=sys.stderr, flush=True)
+    return results
+
+
+def _wall(once: Callable[[], float]) -> Callable[[], float]:
+    def timed() -> float:
+        start = time.perf_counter()
+        once()
+        return time.perf_counter() - start
+
+    return timed
 
 
 def main() -> None:
@@ -278,8 +294,7 @@ def main() -> None:
         print(json.dumps(memory_probe(args.memory_probe, args.device, args.threads)))
         return
     device = torch.device(args.device)
-    ours = measure("tft", device, args)
-    theirs = None
+    keys = ["tft"]
     if args.skip_pf:
         print("pytorch-forecasting side skipped (--skip-pf)")
     elif not pf_available():
@@ -288,7 +303,9 @@ def main() -> None:
               "lightning==2.6.6 lightning-utilities==0.15.3 pytorch-lightning==2.6.6 "
               "scikit-base==1.0.2 torchmetrics==1.9.0")
     else:
-        theirs = measure("pf", device, args)
+        keys.append("pf")
+    results = measure(keys, device, args)
+    ours, theirs = results["tft"], results.get("pf")
     _report(ours, theirs, device, args)
     if args.json:
         with open(args.json, "w") as fh:
