@@ -165,7 +165,7 @@ def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.Data
     del grid
     if not parts:
         return None
-    out = pl.concat(parts, how="vertical", rechunk=True)
+    out = pl.concat(parts, how="vertical", rechunk=False)
     del parts
     known = with_known_inputs(out.select("ts_event", "expiry", "_td", "_sm"), root)
     out = out.hstack(known.select(KNOWN_NAMES)).with_columns(static_exprs(root))
