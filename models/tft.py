@@ -232,7 +232,7 @@ class VariableSelectionNetwork(nn.Module):
         Rows last: the layer norm then reduces over a short outer axis, which vectorises
         along ``N`` (a last-axis reduction over 4 floats is ~10x slower), and the lift
         reads the result as a ``[V * width, N]`` view without a copy."""
-        xv = x.t().unsqueeze(1)  # [V, 1, N]
+        xv = x.t().contiguous().unsqueeze(1)  # [V, 1, N]; contiguous: faster broadcasts
         emb = torch.addcmul(self.embed_bias, xv, self.embed_weight)
         hidden = F.elu(torch.addcmul(self.pre_bias, xv, self.pre_weight))
         gated = F.glu(torch.baddbmm(self.glu_bias, self.glu_weight, hidden), dim=1)
