@@ -15,9 +15,10 @@ Where this implementation departs from the paper, and why (all for speed and mem
 none changes what the model can express in a way that matters here):
 
 * **Batched per-variable work.** Each variable keeps its own parameters, but they are
-  stored as one tensor ``[V, d_in, d_out]`` and applied with a single einsum, never a
-  Python loop over variables (the reference loops; that loop is ~90% of its batch-1
-  time).
+  stored as one tensor ``[V, d_out, d_in]`` and applied with one batched matmul
+  (``baddbmm``) in a ``[V, width, B * T]`` layout, never a Python loop over variables
+  (the reference loops; that loop is ~90% of its batch-1 time). The four static
+  covariate encoders likewise run as one stacked GRN.
 * **Per-variable width ``var_width`` (default 4) instead of ``d_model``.** The paper
   embeds every variable to ``d_model`` and runs a ``d_model``-wide GRN per variable,
   which materialises ``[B, T, V, d_model]`` tensors (with 251 inputs that is why the
