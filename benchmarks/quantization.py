@@ -68,6 +68,7 @@ def _export_rows(variants: dict[str, Any], example: tuple[torch.Tensor, ...], ro
             except ExportError as exc:
                 r["artifact_format"] = "FAILED"
                 r["export_error"] = str(exc)[:400]
+                r["accepted"] = r["precision"] == "fp32"  # not deployable, as in quantization_report
                 continue
             finally:
                 r["export_s"] = time.perf_counter() - t0
