@@ -1,0 +1,120 @@
+"""The warehouse layout on any fsspec filesystem, addressed by ``UPath`` URLs.
+
+``foxhunt_pipeline.warehouse`` is the local implementation (``os.replace`` atomic
+writes, DuckDB views over local globs). This module gives the same layout - the same
+``raw_bars/source_file=<quoted key>/data.parquet`` and ``<table>/data.parquet`` names -
+on ``s3://``, ``gs://``, ``az://``, ``memory://`` or ``file://`` roots, so a cluster
+deployment points ``FOXHUNT_WAREHOUSE_URL`` at a bucket and nothing else changes.
+
+Atomicity: on a local root the write goes through ``warehouse.atomic_write``; on an
+object store the file is serialised in memory and sent as one object PUT, which
+readers see either whole or not at all (S3, GCS and Azure Blob are strongly
+consistent for a single object), so no temporary key is needed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from upath import UPath
+
+from foxhunt_pipeline import warehouse as local
+from foxhunt_pipeline.settings import FoxhuntPaths
+
+WAREHOUSE_URL_ENV = "FOXHUNT_WAREHOUSE_URL"
+LOCAL_PROTOCOLS = ("", "file", "local")
+
+
+def warehouse_root(url: str | os.PathLike[str] | None = None) -> UPath:
+    """``url``, else ``$FOXHUNT_WAREHOUSE_URL`` (e.g. ``s3://bucket/foxhunt/warehouse``),
+    else the local ``$FOXHUNT_HOME/warehouse``. Credentials come from the filesystem's
+    usual sources (for s3fs: the AWS environment, config files or the pod's IAM role)."""
+    raw = url if url is not None else (os.environ.get(WAREHOUSE_URL_ENV) or None)
+    if raw is None:
+        return UPath(FoxhuntPaths.from_env().warehouse)
+    if not str(raw).strip():
+        raise ValueError(f"empty warehouse URL {raw!r} (unset {WAREHOUSE_URL_ENV} for the "
+                         "local default)")
+    return UPath(raw)
+
+
+def is_local(path: UPath) -> bool:
+    return path.protocol in LOCAL_PROTOCOLS
+
+
+def raw_bars_partition_upath(root: UPath, partition_key: str) -> UPath:
+    if not partition_key:
+        raise ValueError("empty partition key")
+    return root / local.RAW_BARS / local.partition_dir_name(partition_key) / "data.parquet"
+
+
+def table_upath(root: UPath, table: str) -> UPath:
+    """Single-file tables (continuous_bars, features): ``<root>/<table>/data.parquet``."""
+    return root / table / "data.parquet"
+
+
+def write_parquet(data: pl.DataFrame | pa.Table, path: UPath, *, compression: str = "zstd"
+                  ) -> UPath:
+    """Write one parquet file, atomically as seen by readers (see the module docstring)."""
+    if is_local(path):
+        local.write_parquet_atomic(data, path.path, compression=compression)
+        return path
+    table = _plain_strings(data)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression=compression)
+    path.parent.mkdir(parents=True, exist_ok=True)  # a no-op on flat object stores
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def read_parquet(path: UPath) -> pl.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(f"no parquet file at {path}")
+    with path.open("rb") as fh:
+        return pl.from_arrow(pq.read_table(fh))  # type: ignore[return-value]
+
+
+def write_raw_bars_partition(root: UPath, partition_key: str, data: pl.DataFrame | pa.Table
+                             ) -> UPath:
+    return write_parquet(data, raw_bars_partition_upath(root, partition_key))
+
+
+def raw_bars_files(root: UPath) -> list[UPath]:
+    base = root / local.RAW_BARS
+    if not base.is_dir():
+        return []
+    return sorted((p for p in base.glob("source_file=*/data.parquet")), key=str)
+
+
+def scan_raw_bars(root: UPath) -> pl.LazyFrame:
+    """All raw_bars partitions as one LazyFrame, read through the root's own filesystem
+    (pyarrow dataset over fsspec), so it works wherever fsspec does; empty with the
+    contract schema when there are none."""
+    from foxhunt_pipeline.dbn_decode import RAW_BARS_ARROW_SCHEMA, RAW_BARS_POLARS_SCHEMA
+
+    files = raw_bars_files(root)
+    if not files:
+        return pl.LazyFrame(schema=RAW_BARS_POLARS_SCHEMA)
+    filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(root.fs))
+    dataset = pads.dataset([p.path for p in files], schema=RAW_BARS_ARROW_SCHEMA,
+                           format="parquet", filesystem=filesystem)
+    return pl.scan_pyarrow_dataset(dataset)
+
+
+def _plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:
+    """Like ``warehouse.write_parquet_atomic``: polars' string views stored as plain strings."""
+    if not isinstance(data, pl.DataFrame):
+        return data
+    table = data.to_arrow()
+    return table.cast(pa.schema([
+        pa.field(f.name, pa.string(), f.nullable)
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        or pa.types.is_string_view(f.type) else f
+        for f in table.schema
+    ]))
