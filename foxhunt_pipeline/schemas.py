@@ -1,9 +1,16 @@
 """pandera (polars backend) contracts for raw_bars and continuous_bars.
 
-The checks are polars expressions, so a few million rows validate in well under a
-second; validation is lazy, so every failing check and row is reported at once.
-``validate_frame`` turns pandera's errors into a count and a small table, which the
-blocking Dagster asset checks show as metadata.
+The checks are polars expressions; validation is lazy, so every failing check and row
+is reported at once. ``validate_frame`` turns pandera's errors into a count and a small
+table, which the blocking Dagster asset checks show as metadata.
+
+pandera's cost is mostly per call (dozens of lazy queries per frame), so each contract
+also carries a *screen*: one vectorised polars pass that is True only when pandera is
+certain to pass (right columns and dtypes, no nulls, positive finite prices, consistent
+OHLC, inside the range, strictly increasing time within contiguous key groups). A
+frame the screen passes is clean; any other frame goes to pandera, whose report is
+used as is. The screen can only be too strict, never too lenient
+(tests/test_schemas.py checks it against pandera on perturbed frames).
 """
 
 from __future__ import annotations
@@ -111,6 +118,99 @@ def _in_range(start_ns: int | None, end_ns: int | None):
     return check
 
 
+SCREEN_KEY = "screen"
+
+
+def _signature(schema: pa.DataFrameSchema) -> tuple:
+    """Everything pandera would check; a screen is only valid for the schema it was made for."""
+    cols = tuple(
+        (n, str(c.dtype), c.nullable, c.unique, tuple((k.name, k.error) for k in c.checks))
+        for n, c in schema.columns.items()
+    )
+    frame = tuple((k.name, k.error) for k in schema.checks)
+    return cols, frame, schema.strict, schema.unique, schema.coerce
+
+
+def _with_screen(
+    schema: pa.DataFrameSchema, group: str, start_ns: int | None, end_ns: int | None
+) -> pa.DataFrameSchema:
+    schema.metadata = {
+        SCREEN_KEY: {
+            "group": group,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "signature": _signature(schema),
+        }
+    }
+    return schema
+
+
+def _column_screen(name: str, check: pa.Check, spec: dict) -> pl.Expr | None:
+    """All-rows-pass expression for one column check; None for a check the screen cannot see."""
+    c = pl.col(name)
+    stats = check.statistics or {}
+    if check.name == "greater_than":
+        return (c > stats["min_value"]).all()
+    if check.name == "greater_than_or_equal_to":
+        return (c >= stats["min_value"]).all()
+    if check.name == "finite":
+        return c.is_finite().all()
+    if check.name == "ts_event_in_metadata_range" and name == "ts_event":
+        ts = c.to_physical()
+        ok = pl.lit(True)
+        if spec["start_ns"] is not None:
+            ok = ok & (ts.min() >= spec["start_ns"])
+        if spec["end_ns"] is not None:
+            ok = ok & (ts.max() < spec["end_ns"])
+        return ok
+    return None
+
+
+FRAME_CHECKS_IMPLIED_BY_ORDER = ("ts_event_increasing_per_", "unique_")
+
+
+def screen_passes(frame: pl.DataFrame, schema: pa.DataFrameSchema) -> bool:
+    """True only if ``schema.validate(frame)`` is certain to pass; False means "ask pandera".
+
+    Sorted contract order (``group`` contiguous and ascending, ``ts_event`` strictly
+    increasing within it) implies both the per-group increasing check and key
+    uniqueness, so those need one comparison with the previous row.
+    """
+    spec = (schema.metadata or {}).get(SCREEN_KEY)
+    if spec is None or frame.height == 0 or spec["signature"] != _signature(schema):
+        return False
+    expected = {n: c.dtype.type for n, c in schema.columns.items()}
+    if dict(frame.schema) != expected or any(frame.null_count().row(0)):
+        return False
+    exprs: list[pl.Expr] = []
+    for name, col in schema.columns.items():
+        for check in col.checks:
+            expr = _column_screen(name, check, spec)
+            if expr is None:
+                return False
+            exprs.append(expr)
+    for check in schema.checks:
+        if check.name == "ohlc_consistent":
+            exprs.append(
+                (
+                    (pl.col("low") <= pl.min_horizontal("open", "close"))
+                    & (pl.max_horizontal("open", "close") <= pl.col("high"))
+                ).all()
+            )
+        elif check.name.startswith(FRAME_CHECKS_IMPLIED_BY_ORDER):
+            ts = pl.col("ts_event").to_physical()
+            g = pl.col(spec["group"])
+            after = (g > g.shift(1)) | ((g == g.shift(1)) & (ts > ts.shift(1)))
+            exprs.append(after.fill_null(True).all())
+        else:
+            return False
+    # NaN is not null to polars but is to pandera; a NaN anywhere fails a finite check
+    floats = [n for n, t in expected.items() if t.is_float()]
+    if floats:
+        exprs.append(~pl.any_horizontal(pl.col(floats).is_nan().any()))
+    return all(frame.select(e.alias(f"c{i}") for i, e in enumerate(exprs)).row(0))
+
+
 def _price_column() -> pa.Column:
     return pa.Column(
         pl.Float64,
@@ -143,7 +243,7 @@ def raw_bars_schema(
     end_ns = None if end is None else _ts_ns(end)
     cols = _bar_columns(start_ns, end_ns)
     cols["source_file"] = pa.Column(pl.String, nullable=False)
-    return pa.DataFrameSchema(
+    schema = pa.DataFrameSchema(
         cols,
         checks=[
             pa.Check(_ohlc_consistent, name="ohlc_consistent"),
@@ -156,13 +256,14 @@ def raw_bars_schema(
         strict=True,
         name="raw_bars",
     )
+    return _with_screen(schema, "instrument_id", start_ns, end_ns)
 
 
 def continuous_bars_schema() -> pa.DataFrameSchema:
     cols = _bar_columns(None, None)
     cols["contract_seq"] = pa.Column(pl.Int32, nullable=False, checks=[pa.Check.ge(0)])
     cols["expiry"] = pa.Column(pl.Date, nullable=False)
-    return pa.DataFrameSchema(
+    schema = pa.DataFrameSchema(
         cols,
         checks=[
             pa.Check(_ohlc_consistent, name="ohlc_consistent"),
@@ -177,6 +278,7 @@ def continuous_bars_schema() -> pa.DataFrameSchema:
         strict=True,
         name="continuous_bars",
     )
+    return _with_screen(schema, "root", None, None)
 
 
 @dataclass(frozen=True)
@@ -196,6 +298,8 @@ FAILURE_SCHEMA = {"check": pl.String, "column": pl.String, "row": pl.Int64, "val
 
 def _failure_table(frame: pl.DataFrame, schema: pa.DataFrameSchema) -> pl.DataFrame | None:
     """pandera's failure cases as (check, column, row, value), or None when all pass."""
+    if screen_passes(frame, schema):
+        return None
     try:
         schema.validate(frame, lazy=True)
     except SchemaErrors as exc:
