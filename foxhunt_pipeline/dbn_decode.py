@@ -12,8 +12,12 @@ The landed file is only ever opened for reading.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import queue
 import tempfile
+import threading
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -459,17 +463,6 @@ class _Resolver:
         return out
 
 
-@dataclass
-class _Spill:
-    """Raw DBN records of one instrument, as DBNStore decoded them (numpy bytes)."""
-
-    path: Path
-    fh: Any
-    last_ts: int = -1
-    clean: bool = True  # strictly increasing ts_event so far: sorted and duplicate-free
-    rows: int = 0
-
-
 def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(instrument_id, its records in file order) for each instrument in a chunk."""
     ids = arr["instrument_id"]
@@ -509,41 +502,61 @@ def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:
     return recs[np.r_[True, ~same]]
 
 
-def _const_strings(value: str | None, n: int) -> pa.Array:
-    """A string column of one repeated value, assembled from its buffers (no per-row work)."""
+def _const_dict(value: str | None, n: int) -> pa.DictionaryArray:
+    """A string column of one repeated value as a one-entry dictionary (no per-row strings;
+    the parquet writer stores it as a dictionary page plus run-length indices)."""
     if value is None:
-        return pa.nulls(n, pa.string())
-    raw = value.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+        return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
+    return pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array([value]))
 
 
 def _batch(
     recs: np.ndarray, symbol: str, root: str | None, source_file: str
 ) -> tuple[pa.RecordBatch, int]:
-    """Arrow batch in the raw_bars schema; also the number of rows with an UNDEF price."""
+    """Batch in the on-disk raw_bars layout (:data:`WRITE_SCHEMA`); also the number of rows
+    with an UNDEF price. Fixed-point prices become float64, UNDEF_PRICE becomes null."""
     n = len(recs)
     cols: list[pa.Array] = [
-        pa.array(recs["ts_event"].astype(np.int64), pa.int64()).view(pa.timestamp("ns", tz="UTC")),
+        pa.array(recs["ts_event"].view(np.int64), pa.int64()).view(pa.timestamp("ns", tz="UTC")),
         pa.array(np.ascontiguousarray(recs["rtype"]), pa.uint8()),
         pa.array(np.ascontiguousarray(recs["publisher_id"]), pa.uint16()),
         pa.array(np.ascontiguousarray(recs["instrument_id"]), pa.uint32()),
-        _const_strings(symbol, n),
-        _const_strings(root, n),
+        _const_dict(symbol, n),
+        _const_dict(root, n),
     ]
-    any_undef = np.zeros(n, dtype=bool)
+    any_undef: np.ndarray | None = None
     for c in PRICE_COLUMNS:
         raw = recs[c]
         undef = raw == UNDEF_PRICE
         px = raw / PRICE_SCALE
         if undef.any():
-            any_undef |= undef
+            any_undef = undef if any_undef is None else any_undef | undef
             cols.append(pa.array(px, pa.float64(), mask=undef))
         else:
             cols.append(pa.array(px, pa.float64()))
     cols.append(pa.array(np.ascontiguousarray(recs["volume"]), pa.uint64()))
-    cols.append(_const_strings(source_file, n))
-    return pa.RecordBatch.from_arrays(cols, schema=RAW_BARS_ARROW_SCHEMA), int(any_undef.sum())
+    cols.append(_const_dict(source_file, n))
+    n_undef = 0 if any_undef is None else int(any_undef.sum())
+    return pa.RecordBatch.from_arrays(cols, schema=WRITE_SCHEMA), n_undef
+
+
+STRING_COLUMNS = ("symbol", "root", "source_file")
+
+
+def _validation_frame(batch: pa.RecordBatch) -> pl.DataFrame:
+    """The batch as polars sees the written file: numeric columns zero-copy, the one-value
+    string columns broadcast as plain strings (a polars Categorical would fail the dtype
+    check)."""
+    names = RAW_BARS_ARROW_SCHEMA.names
+    numeric = [n for n in names if n not in STRING_COLUMNS]
+    frame = pl.from_arrow(pa.Table.from_batches([batch.select(numeric)]))
+    assert isinstance(frame, pl.DataFrame)
+    consts = []
+    for n in STRING_COLUMNS:
+        col = batch.column(n)
+        value = col.dictionary[0].as_py() if len(col.dictionary) and col.null_count == 0 else None
+        consts.append(pl.lit(value, pl.String).alias(n))
+    return frame.with_columns(consts).select(names)
 
 
 def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
@@ -577,51 +590,172 @@ def _check_bars(src: Path, meta: DbnMetadata) -> None:
         )
 
 
-def _write_instrument(
-    iid: int,
-    spill: _Spill,
-    dtype: np.dtype,
-    resolver: _Resolver,
-    source_file: str,
-    writer: pq.ParquetWriter,
-    report: IngestReport,
-    block: int,
-    validator: StreamValidator | None,
-) -> None:
-    def blocks() -> Iterator[np.ndarray]:
-        if not spill.clean:  # one instrument, in memory: sort + dedupe
-            recs = np.fromfile(spill.path, dtype=dtype)
-            kept = _dedupe_sorted(recs)
-            report.duplicates_dropped += len(recs) - len(kept)
-            for lo in range(0, len(kept), block):
-                yield kept[lo : lo + block]
-            return
-        with open(spill.path, "rb") as fh:
-            while len(recs := np.fromfile(fh, dtype=dtype, count=block)):
-                yield recs
+def _strictly_after(last_ts: int, ts: np.ndarray) -> bool:
+    """``ts`` strictly increasing and after ``last_ts``: sorted and duplicate-free."""
+    return int(ts[0]) > last_ts and (len(ts) < 2 or bool((ts[1:] > ts[:-1]).all()))
 
-    for recs in blocks():
+
+class _SpillArea:
+    """Each spilled instrument's records, in file order: in memory while the area holds less
+    than ``budget_bytes``, in one raw file per instrument (a temporary directory beside the
+    destination) from then on. Memory stays bounded; files that fit never touch the disk."""
+
+    def __init__(self, parent: Path, budget_bytes: int) -> None:
+        self._parent = parent
+        self.budget_bytes = budget_bytes
+        self.mem_bytes = 0
+        self._mem: dict[int, list[np.ndarray]] = {}
+        self._fhs: dict[int, Any] = {}
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self.clean: dict[int, bool] = {}
+        self._last: dict[int, int] = {}
+        self.dtype: np.dtype | None = None
+
+    def add(self, iid: int, recs: np.ndarray) -> None:
+        self.dtype = recs.dtype
+        ts = recs["ts_event"]
+        last = self._last.get(iid, -1)
+        if self.clean.get(iid, True) and not _strictly_after(last, ts):
+            self.clean[iid] = False
+        else:
+            self.clean.setdefault(iid, True)
+        self._last[iid] = max(last, int(ts.max()))
+        self._mem.setdefault(iid, [])
+        if self._dir is None and self.mem_bytes + recs.nbytes <= self.budget_bytes:
+            self._mem[iid].append(recs)
+            self.mem_bytes += recs.nbytes
+            return
+        if self._dir is None:  # over budget: from now on every block goes to disk
+            self._dir = tempfile.TemporaryDirectory(dir=self._parent, prefix=".ingest-")
+        fh = self._fhs.get(iid)
+        if fh is None:
+            fh = self._fhs[iid] = open(Path(self._dir.name) / f"{iid}.rec", "wb")  # noqa: SIM115
+        recs.tofile(fh)
+
+    def ids(self) -> list[int]:
+        return sorted(self._mem)
+
+    def blocks(self, iid: int, block: int) -> Iterator[np.ndarray]:
+        """The instrument's records in file order (memory first, then its file), released as
+        they are handed out."""
+        mem = self._mem.pop(iid, [])
+        while mem:
+            recs = mem.pop(0)
+            self.mem_bytes -= recs.nbytes
+            yield recs
+        fh = self._fhs.pop(iid, None)
+        if fh is not None:
+            fh.close()
+            assert self.dtype is not None
+            with open(fh.name, "rb") as rf:
+                while len(recs := np.fromfile(rf, dtype=self.dtype, count=block)):
+                    yield recs
+            os.unlink(fh.name)
+
+    def close(self) -> None:
+        for fh in self._fhs.values():
+            fh.close()
+        self._fhs.clear()
+        self._mem.clear()
+        if self._dir is not None:
+            self._dir.cleanup()
+
+
+class _BackgroundWriter:
+    """A ``ParquetWriter`` fed through a short queue by one thread: Arrow encodes and
+    compresses a row group with the GIL released while the caller decodes the next chunk.
+    The first write error stops writing and is raised to the caller."""
+
+    _STOP = object()
+
+    def __init__(self, path: Path, schema: pa.Schema, **options: Any) -> None:
+        self._writer = pq.ParquetWriter(path, schema, **options)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=4)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="raw-bars-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not self._STOP:
+            if self._error is None:
+                try:
+                    self._writer.write_batch(item)
+                except BaseException as exc:  # handed to the caller
+                    self._error = exc
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(batch)
+
+    def close(self) -> None:
+        """Flush and close; raises the writer thread's error, if any."""
+        self._queue.put(self._STOP)
+        self._thread.join()
+        self._writer.close()
+        if self._error is not None:
+            raise self._error
+
+
+WRITE_SCHEMA = pa.schema(
+    [
+        pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
+        if f.name in ("symbol", "root", "source_file")
+        else f
+        for f in RAW_BARS_ARROW_SCHEMA
+    ]
+)
+
+PARQUET_OPTIONS: dict[str, Any] = {
+    # dictionary pages for the one-value string columns only; small ints and prices
+    # compress to nothing under zstd anyway, and hashing them costs time
+    "use_dictionary": ["symbol", "root", "source_file"],
+    # bar times step by a fixed interval: delta packing stores them in a few bits each
+    "column_encoding": {"ts_event": "DELTA_BINARY_PACKED"},
+    "write_statistics": ["ts_event", "instrument_id", "publisher_id"],
+    # readers derive the schema from parquet's own types (timestamp[ns, UTC], uint*, string),
+    # so the dictionary-encoded write layout is not imposed on them
+    "store_schema": False,
+}
+
+DEFAULT_SPILL_MEMORY_BYTES = 192 * 2**20
+
+
+class _NeedsSort(Exception):
+    """The streamed instrument is not strictly increasing in time: redo with it spilled."""
+
+
+@dataclass
+class _Run:
+    """One attempt at writing the partition."""
+
+    report: IngestReport
+    resolver: _Resolver
+    validator: StreamValidator | None
+    source_file: str
+    row_group_rows: int
+    writer: _BackgroundWriter | None = None
+
+    def emit(self, iid: int, recs: np.ndarray) -> None:
+        """Write one instrument's time-sorted records, split by their dated symbol."""
+        assert self.writer is not None
         day = (recs["ts_event"] // np.uint64(NS_PER_DAY)).astype(np.int64)
-        for lo, hi, symbol, root in resolver.segments(iid, day):
+        report = self.report
+        for lo, hi, symbol, root in self.resolver.segments(iid, day):
             if symbol is None:
                 if root == "spread":
                     report.spreads_dropped += hi - lo
                 else:
                     report.unmapped_dropped += hi - lo
                 continue
-            batch, n_undef = _batch(recs[lo:hi], symbol, root, source_file)
-            report.undef_price_rows += n_undef
-            report.rows_out += hi - lo
-            if validator is not None:
-                validator.feed(pl.from_arrow(batch))  # type: ignore[arg-type]
-            writer.write_batch(batch)
-
-
-PARQUET_OPTIONS: dict[str, Any] = {
-    # dictionary pages only where values repeat; prices and times would just pay for it
-    "use_dictionary": ["rtype", "publisher_id", "instrument_id", "symbol", "root", "source_file"],
-    "write_statistics": ["ts_event", "instrument_id", "publisher_id"],
-}
+            for a in range(lo, hi, self.row_group_rows):
+                b = min(a + self.row_group_rows, hi)
+                batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file)
+                report.undef_price_rows += n_undef
+                report.rows_out += b - a
+                if self.validator is not None:
+                    self.validator.feed(_validation_frame(batch))
+                self.writer.write(batch)
 
 
 def ingest_dbn_file(
@@ -635,21 +769,63 @@ def ingest_dbn_file(
     compression_level: int | None = 1,
     row_group_rows: int = 262_144,
     validate: bool = False,
+    spill_memory_bytes: int = DEFAULT_SPILL_MEMORY_BYTES,
 ) -> IngestReport:
     """Decode one landed DBN bar file into one raw_bars parquet file at ``dest``.
 
     ``source_file`` (default: the file name, which is the Dagster partition key) fills
     the ``source_file`` column. ``definitions``: definition DBN files whose instrument
     class marks spreads (symbol form is used as well). The write is atomic: on any
-    failure a previous ``dest`` stays intact and no temporary file is left. Memory is
-    bounded by ``chunk_records`` (plus, for an instrument whose records are out of
-    order or duplicated, that instrument's records).
+    failure a previous ``dest`` stays intact and no temporary file is left.
+
+    The output is sorted by instrument, the file by time, so one pass streams the
+    lowest-id outright straight to parquet while the others are held (in memory up to
+    ``spill_memory_bytes``, then on disk) and written after it. Memory is bounded by
+    ``chunk_records`` plus that budget (plus, for an instrument whose records are out of
+    order or duplicated, that instrument's records, which are sorted and deduplicated).
 
     ``validate=True`` checks every batch against :func:`schemas.raw_bars_schema` for the
     file's metadata range as it is written (no second read) and puts the outcome in
     ``report.validation``; the file is written either way.
     """
     src, dest = Path(src), Path(dest)
+    spread_ids, def_symbols = (
+        spread_ids_from_definitions(definitions) if definitions else (set(), {})
+    )
+    options = dict(
+        chunk_records=chunk_records,
+        source_file=source_file or src.name,
+        spread_ids=spread_ids,
+        def_symbols=def_symbols,
+        writer_options={
+            "compression": compression,
+            "compression_level": compression_level,
+            **PARQUET_OPTIONS,
+        },
+        row_group_rows=row_group_rows,
+        validate=validate,
+        spill_memory_bytes=spill_memory_bytes,
+    )
+    try:
+        return _ingest(src, dest, stream_first=True, **options)  # type: ignore[arg-type]
+    except _NeedsSort:
+        return _ingest(src, dest, stream_first=False, **options)  # type: ignore[arg-type]
+
+
+def _ingest(
+    src: Path,
+    dest: Path,
+    *,
+    stream_first: bool,
+    chunk_records: int,
+    source_file: str,
+    spread_ids: set[int],
+    def_symbols: dict[int, str],
+    writer_options: dict[str, Any],
+    row_group_rows: int,
+    validate: bool,
+    spill_memory_bytes: int,
+) -> IngestReport:
     store = _open_store(src)
     meta = _metadata_of(src, store)
     _check_bars(src, meta)
@@ -663,69 +839,63 @@ def ingest_dbn_file(
         end_ns=meta.end_ns,
         symbols=meta.symbols,
     )
-    spread_ids, def_symbols = (
-        spread_ids_from_definitions(definitions) if definitions else (set(), {})
-    )
     resolver = _Resolver(meta, spread_ids, def_symbols)
     validator = (
         StreamValidator(raw_bars_schema(meta.start_ns, meta.end_ns), label=f"raw_bars ({src.name})")
         if validate
         else None
     )
-    name = source_file or src.name
+    run = _Run(report, resolver, validator, source_file, row_group_rows)
+    keep: dict[int, bool] = {}
+    known = sorted(set(resolver.intervals) | set(def_symbols))
+    stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None
     dest.parent.mkdir(parents=True, exist_ok=True)
-    skipped: dict[int, bool] = {}
-    dtype: np.dtype | None = None
+    spill = _SpillArea(dest.parent, spill_memory_bytes)
 
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".ingest-") as spill_dir:
-        spills: dict[int, _Spill] = {}
+    def write(tmp: Path) -> None:
+        run.writer = _BackgroundWriter(tmp, WRITE_SCHEMA, **writer_options)
         try:
+            streamed_last = -1
             for arr in _iter_chunks(store, src, chunk_records):
-                dtype = arr.dtype
                 report.rows_in += len(arr)
                 for iid, recs in _split_by_instrument(arr):
-                    keep = skipped.get(iid)
-                    if keep is None:
-                        keep = skipped[iid] = resolver.may_keep(iid)
-                    if not keep:
+                    kept = keep.get(iid)
+                    if kept is None:
+                        kept = keep[iid] = resolver.may_keep(iid)
+                    if not kept:
                         if iid in resolver.unmapped:
                             report.unmapped_dropped += len(recs)
                         else:
                             report.spreads_dropped += len(recs)
-                        continue
-                    _spill(spills, Path(spill_dir), iid, recs)
-            for s in spills.values():
-                s.fh.close()
+                    elif iid == stream_iid:
+                        if not _strictly_after(streamed_last, recs["ts_event"]):
+                            raise _NeedsSort
+                        streamed_last = int(recs["ts_event"][-1])
+                        run.emit(iid, recs)
+                    else:
+                        spill.add(iid, recs)
+            for iid in spill.ids():
+                if spill.clean[iid]:
+                    for recs in spill.blocks(iid, row_group_rows):
+                        run.emit(iid, recs)
+                    continue
+                whole = np.concatenate(list(spill.blocks(iid, row_group_rows)))
+                recs = _dedupe_sorted(whole)
+                report.duplicates_dropped += len(whole) - len(recs)
+                del whole
+                run.emit(iid, recs)
+            if report.rows_out == 0:
+                run.writer.write(_empty_batch())
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                run.writer.close()
+            raise
+        run.writer.close()
 
-            def write(tmp: Path) -> None:
-                with pq.ParquetWriter(
-                    tmp,
-                    RAW_BARS_ARROW_SCHEMA,
-                    compression=compression,
-                    compression_level=compression_level,
-                    **PARQUET_OPTIONS,
-                ) as w:
-                    for iid in sorted(spills):
-                        assert dtype is not None
-                        _write_instrument(
-                            iid,
-                            spills[iid],
-                            dtype,
-                            resolver,
-                            name,
-                            w,
-                            report,
-                            row_group_rows,
-                            validator,
-                        )
-                    if report.rows_out == 0:
-                        w.write_table(RAW_BARS_ARROW_SCHEMA.empty_table())
-
-            atomic_write(dest, write)
-        finally:
-            for s in spills.values():
-                if not s.fh.closed:
-                    s.fh.close()
+    try:
+        atomic_write(dest, write)
+    finally:
+        spill.close()
 
     if validator is not None:
         if report.rows_out == 0:
@@ -746,16 +916,5 @@ def ingest_dbn_file(
     return report
 
 
-def _spill(spills: dict[int, _Spill], spill_dir: Path, iid: int, recs: np.ndarray) -> None:
-    spill = spills.get(iid)
-    if spill is None:
-        path = spill_dir / f"{iid}.rec"
-        spill = spills[iid] = _Spill(path, open(path, "wb"))  # noqa: SIM115 - closed by caller
-    ts = recs["ts_event"]
-    if spill.clean and (
-        int(ts[0]) <= spill.last_ts or (len(ts) > 1 and not bool((ts[1:] > ts[:-1]).all()))
-    ):
-        spill.clean = False
-    spill.last_ts = max(spill.last_ts, int(ts.max()))
-    spill.rows += len(recs)
-    recs.tofile(spill.fh)
+def _empty_batch() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=WRITE_SCHEMA)
