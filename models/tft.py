@@ -251,6 +251,8 @@ class VariableSelectionNetwork(nn.Module):
         # the allocator reuses cached blocks instead of mapping (and page-faulting) fresh
         # memory for every large batch; the result is identical.
         rows = max(1, CHUNK_ELEMENTS // (self.n_vars * 2 * self.width))
+        if torch.compiler.is_exporting() or torch.jit.is_tracing() or torch.jit.is_scripting():
+            rows = flat_x.shape[0]  # one chunk: a data-dependent loop would bake the batch in
         parts = []
         for start in range(0, flat_x.shape[0], rows):
             xc, wc = flat_x[start:start + rows], flat_w[start:start + rows]
