@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from foxhunt_pipeline.definitions import defs as local_defs
+from foxhunt_pipeline import definitions as _local
 from foxhunt_pipeline.deploy_profile import k8s_executor
 
-defs = dg.Definitions.merge(local_defs, dg.Definitions(executor=k8s_executor()))
+# only one Definitions object may sit at module scope, so the local one stays in its module
+defs = dg.Definitions.merge(_local.defs, dg.Definitions(executor=k8s_executor()))
