@@ -19,7 +19,6 @@ import queue
 import tempfile
 import threading
 import warnings
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -158,20 +157,18 @@ class _CheckedZstdReader(io.RawIOBase):
     """Multi-frame zstd reader that raises on a truncated final frame.
 
     The reader ``DBNStore`` uses stops silently when a frame is cut short, which would
-    turn a half-copied file into a silently shorter partition.
+    turn a half-copied file into a silently shorter partition. Arrow's zstd stream
+    reports it ("Truncated compressed stream") and decompresses straight into the
+    buffer it returns: a record chunk (``to_ndarray(count=...)`` reads megabytes) comes
+    back as a zero-copy ``memoryview`` of it; small reads (headers, the 64 KiB reads of
+    record iteration, whose decoder takes ``bytes`` only) as ``bytes``.
     """
 
-    READ_SIZE = 1 << 18
+    ZERO_COPY_MIN = 1 << 20
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._fh = open(path, "rb")  # noqa: SIM115 - closed in close()
-        self._dctx = zstandard.ZstdDecompressor()
-        self._obj = self._dctx.decompressobj()
-        self._in_frame = False
-        self._pieces: deque[bytes] = deque()
-        self._buffered = 0
-        self._done = False
+        self._stream = pa.CompressedInputStream(pa.OSFile(str(path)), "zstd")
         self._pos = 0
 
     def readable(self) -> bool:
@@ -192,51 +189,29 @@ class _CheckedZstdReader(io.RawIOBase):
                 break
         return self._pos
 
-    def _push(self, data: bytes) -> None:
-        if data:
-            self._pieces.append(data)
-            self._buffered += len(data)
+    def _read_buffer(self, size: int | None) -> pa.Buffer:
+        try:
+            buf = self._stream.read_buffer(size)
+            if size is not None and 0 < buf.size < size:  # top up a short read
+                parts = [buf]
+                while (got := sum(p.size for p in parts)) < size:
+                    more = self._stream.read_buffer(size - got)
+                    if not more.size:
+                        break
+                    parts.append(more)
+                buf = pa.py_buffer(b"".join(p.to_pybytes() for p in parts))
+        except OSError as exc:
+            if "truncated" in str(exc).lower():
+                raise DbnInputError(
+                    self._path, "truncated zstd stream (last frame is incomplete)"
+                ) from exc
+            raise DbnInputError(self._path, f"corrupt zstd data ({exc})") from exc
+        return buf
 
-    def _fill(self, want: int) -> None:
-        while self._buffered < want and not self._done:
-            chunk = self._fh.read(self.READ_SIZE)
-            if not chunk:
-                self._done = True
-                if self._in_frame:
-                    raise DbnInputError(
-                        self._path, "truncated zstd stream (last frame is incomplete)"
-                    )
-                break
-            data = chunk
-            while data:
-                self._in_frame = True
-                self._push(self._obj.decompress(data))
-                if not self._obj.eof:
-                    break
-                data = self._obj.unused_data
-                self._obj = self._dctx.decompressobj()
-                self._in_frame = False
-
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes, copied once (the decoder keeps the result as its array)."""
-        if size is None or size < 0:
-            self._fill(1 << 62)
-            size = self._buffered
-        else:
-            self._fill(size)
-        taken: list[bytes] = []
-        need = size
-        while need > 0 and self._pieces:
-            piece = self._pieces.popleft()
-            if len(piece) > need:
-                self._pieces.appendleft(piece[need:])
-                piece = piece[:need]
-            taken.append(piece)
-            need -= len(piece)
-        out = taken[0] if len(taken) == 1 else b"".join(taken)
-        self._buffered -= len(out)
-        self._pos += len(out)
-        return out
+    def read(self, size: int | None = -1) -> bytes | memoryview:  # type: ignore[override]
+        buf = self._read_buffer(None if size is None or size < 0 else size)
+        self._pos += buf.size
+        return memoryview(buf) if buf.size >= self.ZERO_COPY_MIN else buf.to_pybytes()
 
     def readinto(self, b: Any) -> int:
         data = self.read(len(b))
@@ -244,7 +219,7 @@ class _CheckedZstdReader(io.RawIOBase):
         return len(data)
 
     def close(self) -> None:
-        self._fh.close()
+        self._stream.close()
         super().close()
 
 
@@ -543,20 +518,20 @@ def _batch(
 STRING_COLUMNS = ("symbol", "root", "source_file")
 
 
-def _validation_frame(batch: pa.RecordBatch) -> pl.DataFrame:
-    """The batch as polars sees the written file: numeric columns zero-copy, the one-value
-    string columns broadcast as plain strings (a polars Categorical would fail the dtype
-    check)."""
-    names = RAW_BARS_ARROW_SCHEMA.names
-    numeric = [n for n in names if n not in STRING_COLUMNS]
+def _validation_view(batch: pa.RecordBatch) -> tuple[pl.DataFrame, dict[str, str | None]]:
+    """The batch for :class:`StreamValidator`: numeric columns as a zero-copy polars frame,
+    the one-value string columns as constants (never built row by row unless the batch
+    fails the screen; a polars Categorical would fail the contract's String dtype)."""
+    numeric = [n for n in RAW_BARS_ARROW_SCHEMA.names if n not in STRING_COLUMNS]
     frame = pl.from_arrow(pa.Table.from_batches([batch.select(numeric)]))
     assert isinstance(frame, pl.DataFrame)
-    consts = []
+    consts: dict[str, str | None] = {}
     for n in STRING_COLUMNS:
         col = batch.column(n)
-        value = col.dictionary[0].as_py() if len(col.dictionary) and col.null_count == 0 else None
-        consts.append(pl.lit(value, pl.String).alias(n))
-    return frame.with_columns(consts).select(names)
+        consts[n] = (
+            col.dictionary[0].as_py() if len(col.dictionary) and col.null_count == 0 else None
+        )
+    return frame, consts
 
 
 def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
@@ -754,7 +729,7 @@ class _Run:
                 report.undef_price_rows += n_undef
                 report.rows_out += b - a
                 if self.validator is not None:
-                    self.validator.feed(_validation_frame(batch))
+                    self.validator.feed(*_validation_view(batch))
                 self.writer.write(batch)
 
 

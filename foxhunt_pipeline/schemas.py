@@ -15,6 +15,7 @@ used as is. The screen can only be too strict, never too lenient
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -169,21 +170,35 @@ def _column_screen(name: str, check: pa.Check, spec: dict) -> pl.Expr | None:
 FRAME_CHECKS_IMPLIED_BY_ORDER = ("ts_event_increasing_per_", "unique_")
 
 
-def screen_passes(frame: pl.DataFrame, schema: pa.DataFrameSchema) -> bool:
+def screen_passes(
+    frame: pl.DataFrame,
+    schema: pa.DataFrameSchema,
+    constants: Mapping[str, str | None] | None = None,
+) -> bool:
     """True only if ``schema.validate(frame)`` is certain to pass; False means "ask pandera".
 
-    Sorted contract order (``group`` contiguous and ascending, ``ts_event`` strictly
-    increasing within it) implies both the per-group increasing check and key
-    uniqueness, so those need one comparison with the previous row.
+    ``constants``: String columns absent from ``frame`` that hold one value on every row
+    (the one-value symbol/root/source_file columns of an ingest batch), screened without
+    being materialised. Sorted contract order (``group`` contiguous and ascending,
+    ``ts_event`` strictly increasing within it) implies both the per-group increasing
+    check and key uniqueness, so those need one comparison with the previous row.
     """
     spec = (schema.metadata or {}).get(SCREEN_KEY)
     if spec is None or frame.height == 0 or spec["signature"] != _signature(schema):
         return False
+    constants = constants or {}
     expected = {n: c.dtype.type for n, c in schema.columns.items()}
-    if dict(frame.schema) != expected or any(frame.null_count().row(0)):
+    actual = {**dict(frame.schema), **dict.fromkeys(constants, pl.String)}
+    if len(actual) != frame.width + len(constants) or actual != expected:
+        return False
+    if any(v is None for v in constants.values()) or any(frame.null_count().row(0)):
+        return False
+    if spec["group"] in constants:
         return False
     exprs: list[pl.Expr] = []
     for name, col in schema.columns.items():
+        if name in constants and col.checks:
+            return False
         for check in col.checks:
             expr = _column_screen(name, check, spec)
             if expr is None:
@@ -387,9 +402,28 @@ class StreamValidator:
         self.batch_rows = batch_rows
         self.height = 0
 
-    def feed(self, frame: pl.DataFrame) -> None:
+    def feed(self, frame: pl.DataFrame, constants: Mapping[str, str | None] | None = None) -> None:
         """Queue a batch; pandera runs once ``batch_rows`` rows are queued (its cost is
-        mostly per call, so small batches are pooled)."""
+        mostly per call, so small batches are pooled).
+
+        ``constants``: String columns, missing from ``frame``, with one value on every
+        row. A batch that passes :func:`screen_passes` (previous row in front) is counted
+        without them ever being built; any other is materialised and queued.
+        """
+        if constants:
+            if self._schema_probe is None:
+                self._schema_probe = self._materialise(frame.head(0), constants)
+            if frame.height == 0:
+                return
+            if not self._pending:
+                joined = (
+                    frame if self._prev is None else pl.concat([self._prev[frame.columns], frame])
+                )
+                if screen_passes(joined, self.schema, constants):
+                    self.height += frame.height
+                    self._prev = self._materialise(frame.tail(1), constants)
+                    return
+            frame = self._materialise(frame, constants)
         if self._schema_probe is None:
             self._schema_probe = frame.head(0)
         if frame.height == 0:
@@ -398,6 +432,13 @@ class StreamValidator:
         self._pending_rows += frame.height
         if self._pending_rows >= self.batch_rows:
             self._flush()
+
+    def _materialise(
+        self, frame: pl.DataFrame, constants: Mapping[str, str | None]
+    ) -> pl.DataFrame:
+        cols = [pl.lit(v, pl.String).alias(k) for k, v in constants.items()]
+        order = [c for c in self.schema.columns if c in frame.columns or c in constants]
+        return frame.with_columns(cols).select(order)
 
     def _flush(self) -> None:
         if not self._pending:
