@@ -1,14 +1,15 @@
 """raw_bars ingest vs the anchor, on one multi-million-record ohlcv-1s file.
 
-    nice python benchmarks/ingest.py [--records 5000000] [--chunk-records 1000000]
+    nice python benchmarks/ingest.py [--records 5000000] [--chunk-records N]
 
 Three contenders, each in its own subprocess so its peak RSS is its own
 (``os.wait4`` rusage of the child):
 
 * floor  - streaming zstd decompression of the file, output discarded;
 * anchor - ``DBNStore.from_file(p).to_df()`` then ``DataFrame.to_parquet()``;
-* ours   - ``ingest_dbn_file(validate=True)``: decode, clean, spill, write parquet,
-           with every batch checked against the raw_bars pandera contract.
+* ours   - ``ingest_dbn_file(validate=True)`` with its defaults, as the raw_bars asset
+           calls it: decode, clean, group by instrument, write parquet, every batch
+           checked against the raw_bars contract.
 
 Reports records/s (work time, imports excluded; whole-process wall time too), peak
 RSS, and the ratios. Target: ours >= 5x the anchor's records/s at <= 1/2 its peak
@@ -60,7 +61,8 @@ def _work(mode: str, src: Path, dest: Path, chunk_records: int, records: int) ->
     from foxhunt_pipeline.dbn_decode import ingest_dbn_file
 
     t0 = time.perf_counter()
-    report = ingest_dbn_file(src, dest, chunk_records=chunk_records, validate=True)
+    opts = {"chunk_records": chunk_records} if chunk_records else {}
+    report = ingest_dbn_file(src, dest, validate=True, **opts)
     assert report.validation is not None
     return {
         "seconds": time.perf_counter() - t0,
@@ -99,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--records", type=int, default=5_000_000)
-    ap.add_argument("--chunk-records", type=int, default=1_000_000)
+    ap.add_argument(
+        "--chunk-records", type=int, default=0, help="records per decoded chunk (default: ours)"
+    )
     ap.add_argument("--dir", type=Path, default=None, help="work dir (default: a temp dir)")
     ap.add_argument("--child", choices=CHILD_MODES, help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)

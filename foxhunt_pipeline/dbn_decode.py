@@ -694,6 +694,9 @@ PARQUET_OPTIONS: dict[str, Any] = {
 }
 
 DEFAULT_SPILL_MEMORY_BYTES = 192 * 2**20
+# one row group per chunk and instrument at most: small enough that a decoded chunk, its
+# Arrow batches and the writer's queue stay a few tens of MB
+DEFAULT_CHUNK_RECORDS = 262_144
 
 
 class _NeedsSort(Exception):
@@ -737,7 +740,7 @@ def ingest_dbn_file(
     src: Path | str,
     dest: Path | str,
     *,
-    chunk_records: int = 1_000_000,
+    chunk_records: int = DEFAULT_CHUNK_RECORDS,
     source_file: str | None = None,
     definitions: Sequence[Path | str] = (),
     compression: str = "zstd",

@@ -386,3 +386,68 @@ def test_split_by_instrument_keeps_file_order(n_instruments: int) -> None:
     for iid, part in parts:
         assert part.dtype == recs.dtype
         assert (part == recs[recs["instrument_id"] == iid]).all()
+
+
+def test_spilling_to_disk_gives_the_same_partition(tmp_path: Path) -> None:
+    """A zero memory budget sends every held instrument to disk: same rows, no leftovers."""
+    src = es_day_file(tmp_path / "es.dbn.zst", date(2024, 1, 3), n=40)
+    mem = ingest_dbn_file(src, tmp_path / "wh" / "m.parquet", chunk_records=9, validate=True)
+    disk = ingest_dbn_file(
+        src, tmp_path / "wh" / "d.parquet", chunk_records=9, validate=True, spill_memory_bytes=0
+    )
+    a, b = (
+        pl.read_parquet(tmp_path / "wh" / "m.parquet"),
+        pl.read_parquet(tmp_path / "wh" / "d.parquet"),
+    )
+    assert a.equals(b) and a.height == 80 and a["instrument_id"].unique().to_list() == [100, 200]
+    assert a.select("instrument_id", "ts_event").equals(
+        a.select("instrument_id", "ts_event").sort("*")
+    )
+    assert (mem.rows_out, mem.spreads_dropped) == (disk.rows_out, disk.spreads_dropped) == (80, 40)
+    assert mem.validation and disk.validation and mem.validation.passed and disk.validation.passed
+    assert leftovers(tmp_path / "wh") == []
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 30])
+def test_out_of_order_held_instrument_is_sorted_and_deduplicated(
+    budget: int, tmp_path: Path
+) -> None:
+    """Instrument 200 is held (not streamed); its records arrive shuffled with one repeat."""
+    start = day_ns(date(2024, 1, 3))
+    a = make_records(100, start, 20)
+    b = make_records(200, start, 20, price=4850.0)
+    b = np.concatenate([b[10:], b[:11]])  # b[10] twice, and out of order
+    body = np.concatenate([a, b])
+    raw = encode_dbn(
+        body, start_ns=start, end_ns=start + 86400 * NS,
+        instruments=[Instrument(100, "ESH4", date(2024, 1, 1), date(2024, 3, 16)),
+                     Instrument(200, "ESM4", date(2024, 1, 1), date(2024, 6, 22))],
+    )  # fmt: skip
+    src = write_dbn(tmp_path / "u.dbn.zst", raw)
+    r = ingest_dbn_file(
+        src, tmp_path / "o.parquet", chunk_records=6, spill_memory_bytes=budget, validate=True
+    )
+    out = pl.read_parquet(tmp_path / "o.parquet")
+    assert r.duplicates_dropped == 1 and out.height == 40 == r.rows_out
+    assert out.equals(out.sort("instrument_id", "ts_event"))
+    assert r.validation is not None and r.validation.passed
+
+
+def test_truncated_second_zstd_frame_is_an_error(tmp_path: Path) -> None:
+    """Files may be several zstd frames; a cut in a later frame is still caught."""
+    import zstandard
+
+    start = day_ns(date(2024, 1, 3))
+    raw = encode_dbn(
+        make_records(100, start, 2000), start_ns=start, end_ns=None,
+        instruments=[Instrument(100, "ESH4", date(2024, 1, 1), date(2024, 3, 16))],
+    )  # fmt: skip
+    half = len(raw) // 2
+    cctx = zstandard.ZstdCompressor()
+    first, second = cctx.compress(raw[:half]), cctx.compress(raw[half:])
+    whole = write_dbn(tmp_path / "two.dbn.zst", first + second, compress=False)
+    ingest_dbn_file(whole, tmp_path / "o.parquet")
+    assert pl.read_parquet(tmp_path / "o.parquet").height == 2000
+    cut = write_dbn(tmp_path / "cut.dbn.zst", first + second[: len(second) // 2], compress=False)
+    with pytest.raises(DbnInputError, match=r"cut\.dbn\.zst: truncated"):
+        ingest_dbn_file(cut, tmp_path / "o2.parquet")
