@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import evaluation, features, ingestion, leaderboard, training
+from assets import evaluation, features, ingestion, leaderboard, quantization, training
 from foxhunt_pipeline import sensors
 from resources.databento_source import DatabentoSource
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-ASSET_MODULES = [ingestion, features, training, evaluation, leaderboard]
+ASSET_MODULES = [ingestion, features, training, evaluation, leaderboard, quantization]
 
 
 def build_resources() -> dict[str, object]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -120,3 +121,23 @@ def test_a_corrupt_file_fails_its_partition_with_a_named_error_and_keeps_the_res
     assert bad.exists() and bad.stat().st_size == len(good.read_bytes()) // 2
     after = pl.read_parquet(paths.table_dir("continuous_bars") / "data.parquet")
     assert after.equals(before)
+
+
+def test_quantized_variants_are_reported_and_accepted_ones_registered(pipeline):
+    paths, *_ = pipeline
+    from mlflow.tracking import MlflowClient
+
+    from models.export import load_artifact
+
+    client = MlflowClient(tracking_uri=paths.mlflow_tracking_uri, registry_uri=paths.mlflow_tracking_uri)
+    precisions = set()
+    for family in FAMILIES:
+        pointer = json.loads((paths.checkpoints / family / "current.json").read_text())
+        report = json.loads((Path(pointer["checkpoint"]).parent.parent / "quantized" / "quantization.json").read_text())
+        assert {r["precision"] for r in report["rows"]} >= {"fp32", "int8"}, family
+        assert report["recommended"] and report["reason"], family
+        for precision, artifact in report["artifacts"].items():
+            fn, meta = load_artifact(artifact)
+            assert meta["precision"] == precision
+        precisions |= {v.tags.get("precision") for v in client.search_model_versions(f"name='foxhunt-{family}'")}
+    assert "fp32" in precisions and precisions - {"fp32"}, precisions

@@ -143,3 +143,19 @@ def test_embargo_below_lookback_plus_horizon_is_rejected():
         DatasetConfig(embargo_bars=10)
     with pytest.raises(DatasetError, match="fractions"):
         DatasetConfig(fractions=(0.8, 0.3, 0.1))
+
+
+def test_a_partial_last_session_does_not_become_an_empty_test_split():
+    """Regression: a data set ending one hour into a session (a UTC-day file boundary) once
+    left the test split with only that hour, emptied by the embargo."""
+    full = make_continuous(days=7, roots=("ES",), roll_after_day=None, session_fraction=0.3,
+                           start=date(2024, 3, 4))
+    last_date = full.select(trade_date_expr().max()).item()
+    ends = full.with_columns(_d=trade_date_expr())
+    partial = ends.filter(pl.col("_d") < last_date)
+    tail = ends.filter(pl.col("_d") == last_date).group_by("root", maintain_order=True).head(30).select(ends.columns)
+    frame = pl.concat([partial, tail]).drop("_d").sort("root", "ts_event")
+    td = build_training_dataset(build_features(frame), CFG, close_prices=frame)
+    assert td.splits["test"].n_windows > 0
+    test_dates = td.meta["splits"]["test"]
+    assert test_dates["first_date"] < str(last_date)

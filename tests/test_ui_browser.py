@@ -31,6 +31,7 @@ GROUPS = {
     "training": ["tft_model", "mamba2_model", "dqn_agent", "ppo_agent"],
     "evaluation": ["tft_evaluation", "mamba2_evaluation", "dqn_evaluation", "ppo_evaluation",
                    "model_leaderboard"],
+    "quantization": ["tft_quantized", "mamba2_quantized", "dqn_quantized", "ppo_quantized"],
 }
 
 
@@ -180,7 +181,7 @@ def test_launch_materialization_over_graphql_and_see_it_on_the_asset_page(server
             break
         time.sleep(2)
     assert status == "SUCCESS", f"run {run_id} ended {status}:\n{server.log.read_text()[-3000:]}"
-    page = _page(browser, f"{server.url}/assets/continuous_bars")
+    page = _page(browser, f"{server.url}/assets/continuous_bars?view=events")
     page.get_by_text(run_id[:8]).first.wait_for(timeout=60_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "continuous_bars-materialized.png"), full_page=True)

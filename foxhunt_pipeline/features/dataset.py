@@ -107,7 +107,9 @@ def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, 
     dates = per_date.get_column("_date").to_list()
     n = len(dates)
     counts = per_date.get_column("len").to_numpy().astype(np.float64)
-    before = (np.cumsum(counts) - counts) / max(counts.sum(), 1.0)  # share of bars before each date
+    # share of bars up to each date's midpoint: a partial first or last session sides with its
+    # neighbour instead of becoming a split of its own
+    before = (np.cumsum(counts) - counts / 2) / max(counts.sum(), 1.0)
     cut1, cut2 = cfg.fractions[0], cfg.fractions[0] + cfg.fractions[1]
     bounds = {
         "train": [d for d, b in zip(dates, before, strict=True) if b < cut1],

@@ -1,0 +1,112 @@
+"""Quantization assets: fp32 / int8 / fp16 / bf16 variants of each model, scored on the same
+test split, exported as artifacts that load without the training code, and registered in
+MLflow as versions tagged with their precision."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
+from assets.training import _load_dataset
+from foxhunt_pipeline import model_store
+from resources.mlflow_tracking import MLflowResource
+from resources.storage import FoxhuntStorage
+
+
+class QuantizationConfig(dg.Config):
+    """A variant is accepted within ``max_rel_loss_increase`` of fp32's pinball loss
+    (forecasters) or with at least ``min_action_agreement`` of fp32's actions (agents)."""
+
+    precisions: list[str] = ["fp32", "int8", "fp16", "bf16"]
+    max_rel_loss_increase: float = 0.05
+    min_action_agreement: float = 0.95
+    max_windows: int = 1024
+    register_accepted: bool = True
+
+
+def _quantize(family: str, context: dg.AssetExecutionContext, config: QuantizationConfig,
+              storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
+    from models.quantization import DEFAULT_TOLERANCE, Tolerance
+    from models.quantization_report import quantize_agent, quantize_forecaster
+
+    data = _load_dataset(storage)
+    pointer = model_store.current(storage.checkpoints, family)
+    out_dir = Path(pointer["checkpoint"]).parent.parent / "quantized"
+    tolerance = Tolerance(
+        max_rel_loss_increase=config.max_rel_loss_increase, min_action_agreement=config.min_action_agreement,
+        max_sharpe_drop=DEFAULT_TOLERANCE.max_sharpe_drop, max_slowdown=DEFAULT_TOLERANCE.max_slowdown,
+        latency_budget_ms=DEFAULT_TOLERANCE.latency_budget_ms,
+    )
+    if family in ("tft", "mamba2"):
+        from models.checkpoint import load_checkpoint
+
+        model, _ = load_checkpoint(pointer["checkpoint"])
+        report = quantize_forecaster(model, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
+                                     precisions=config.precisions, max_windows=config.max_windows)
+    else:
+        from models.agent_policy import load_policy
+
+        policy = load_policy(pointer["checkpoint"])
+        report = quantize_agent(policy, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
+                                precisions=config.precisions)
+    report_path = report.to_json(out_dir / "quantization.json")
+    versions = _register(family, pointer, report, mlflow) if config.register_accepted else {}
+    table = pl.DataFrame([{k: v for k, v in r.items() if isinstance(v, str | int | float | bool)} for r in report.rows])
+    for precision, artifact in report.artifacts.items():
+        context.log.info(f"{family} {precision}: artifact {artifact}")
+    return dg.MaterializeResult(
+        metadata={
+            "recommended": report.recommended,
+            "reason": report.reason,
+            "variants": dg.MetadataValue.md(markdown_table(table)),
+            "registered_versions": json.dumps(versions),
+            "report": dg.MetadataValue.path(str(report_path)),
+            **{f"artifact_{p}": dg.MetadataValue.path(str(a)) for p, a in report.artifacts.items()},
+        }
+    )
+
+
+def _register(family: str, pointer: dict, report, mlflow: MLflowResource) -> dict[str, str]:
+    """Each accepted non-fp32 artifact becomes a model version with its precision tag, logged
+    to the training run so lineage stays in one place."""
+    from resources.mlflow_tracking import TrackedRun
+
+    run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
+    versions: dict[str, str] = {}
+    for precision, artifact in report.artifacts.items():
+        run.log_artifacts(Path(artifact), f"quantized/{precision}")
+        if precision == "fp32":
+            continue
+        versions[precision] = run.register(
+            pointer["registered_model"], f"quantized/{precision}",
+            tags={"precision": precision, "family": family, "recommended": str(precision == report.recommended)},
+        )
+    return versions
+
+
+def _quantized_asset(family: str):
+    @dg.asset(
+        name=f"{family}_quantized",
+        deps=[f"{family}_evaluation"],
+        group_name="quantization",
+        kinds={"pytorch", "mlflow"},
+        owners=OWNERS,
+        code_version=code_version_of("models.quantization", "models.quantization_report", "models.export"),
+        automation_condition=EAGER_AFTER_CHECKS,
+        description=f"int8 / fp16 / bf16 variants of the {family} model against fp32 on the test "
+        "split: accuracy delta, latency, size; deployable artifacts for accepted variants and a "
+        "recommendation.",
+    )
+    def _asset(context: dg.AssetExecutionContext, config: QuantizationConfig, storage: FoxhuntStorage,
+               mlflow: MLflowResource) -> dg.MaterializeResult:
+        return _quantize(family, context, config, storage, mlflow)
+
+    return _asset
+
+
+tft_quantized = _quantized_asset("tft")
+mamba2_quantized = _quantized_asset("mamba2")
+dqn_quantized = _quantized_asset("dqn")
+ppo_quantized = _quantized_asset("ppo")
