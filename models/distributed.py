@@ -88,7 +88,11 @@ def device_for(env: DistEnv, want: str = "auto") -> torch.device:
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError(f"device {want!r} asked for, but CUDA is not available")
-        device = torch.device("cuda", env.local_rank if device.index is None else device.index)
+        index = env.local_rank if device.index is None else device.index
+        if index >= torch.cuda.device_count():
+            raise RuntimeError(f"rank {env.rank} wants cuda:{index}, but this node has "
+                               f"{torch.cuda.device_count()} GPU(s): lower nproc_per_node")
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
     return device
 

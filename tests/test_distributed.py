@@ -64,6 +64,25 @@ def test_one_rank_group_reproduces_the_single_process_harness(tmp_path: Path):
     assert result.last_checkpoint is not None and result.last_checkpoint.is_file()
 
 
+@pytest.mark.gpu
+def test_one_rank_nccl_group_on_cuda_tracks_the_harness(tmp_path: Path):
+    data = _data()
+    train = {**TRAIN, "max_batches_per_epoch": 3}
+    torch.manual_seed(0)
+    model = build_model("tft", model_config_for(data, PARAMS))
+    single = train_forecaster(model, data, TrainConfig.from_dict(train), device="cuda")
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = build_model("tft", model_config_for(data, PARAMS))
+        result = train_forecaster_ddp(model, data, TrainConfig.from_dict(train), device="cuda")
+    finally:
+        dist.destroy_process_group()
+    for ours, theirs in zip(result.history, single.history, strict=True):
+        assert ours["val_loss"] == pytest.approx(theirs["val_loss"], rel=1e-3)
+
+
 def test_root_cause_is_the_earliest_rank_error(tmp_path: Path):
     assert first_rank_error(tmp_path) is None
     write_rank_error(tmp_path, 1, ValueError("bad row 7 in observed.npy"))
