@@ -412,19 +412,21 @@ class _Resolver:
             self.unmapped.add(iid)
         return any(not is_spread(s) for s in names)
 
-    def segments(self, iid: int, day: np.ndarray) -> list[tuple[int, int, str | None, str | None]]:
-        """(start, stop, symbol, root) runs over a day-sorted array of one instrument's rows;
-        symbol None = drop the run."""
+    def segments(self, iid: int, ts: np.ndarray) -> list[tuple[int, int, str | None, str | None]]:
+        """(start, stop, symbol, root) runs over one instrument's time-sorted ``ts_event``
+        (uint64 ns); symbol None = drop the run. Mapping days cut the run where
+        ``ts`` crosses their midnight, so no per-row day is computed."""
         out: list[tuple[int, int, str | None, str | None]] = []
         ivs = self.intervals.get(iid, [])
+        cuts = {b for iv in ivs for b in (iv.start_day, iv.end_day)}
         edges = sorted(
-            {0, len(day)}
-            | {int(np.searchsorted(day, b)) for iv in ivs for b in (iv.start_day, iv.end_day)}
+            {0, len(ts)}
+            | {int(np.searchsorted(ts, np.uint64(max(b, 0) * NS_PER_DAY))) for b in cuts}
         )
         for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             if lo == hi:
                 continue
-            d = int(day[lo])
+            d = int(ts[lo]) // NS_PER_DAY
             symbol = next((iv.symbol for iv in ivs if iv.start_day <= d < iv.end_day), None)
             if symbol is None:
                 symbol = self.def_symbols.get(iid)
@@ -717,9 +719,8 @@ class _Run:
     def emit(self, iid: int, recs: np.ndarray) -> None:
         """Write one instrument's time-sorted records, split by their dated symbol."""
         assert self.writer is not None
-        day = (recs["ts_event"] // np.uint64(NS_PER_DAY)).astype(np.int64)
         report = self.report
-        for lo, hi, symbol, root in self.resolver.segments(iid, day):
+        for lo, hi, symbol, root in self.resolver.segments(iid, recs["ts_event"]):
             if symbol is None:
                 if root == "spread":
                     report.spreads_dropped += hi - lo
