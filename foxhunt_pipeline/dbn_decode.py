@@ -1,11 +1,13 @@
 """Landed DBN bar files -> the ``raw_bars`` parquet contract (docs/contracts.md).
 
-Decoding is ``databento.DBNStore`` (``to_ndarray(count=...)``), never a hand-written
-parser. Memory stays bounded on multi-million-record files: chunks are cleaned one at
-a time and spilled per instrument to Arrow IPC files, then concatenated in
-instrument order into one parquet file. DBN bar files are time-ordered, so each
-instrument's spill is already sorted; only an instrument whose timestamps are not
-strictly increasing is loaded on its own to be sorted and deduplicated.
+Decoding is ``databento.DBNStore`` (``to_ndarray(count=...)``, over Arrow's zstd stream,
+which detects a truncated file), never a hand-written parser. One pass, bounded memory:
+the output is sorted by instrument and the file by time, so the lowest-id outright is
+streamed straight to parquet while the others are held per instrument (in memory up to
+a budget, then on disk) and written after it. Records already strictly increasing are
+never sorted; an instrument that is not is sorted and deduplicated on its own. Parquet
+is encoded on a writer thread; validation screens each batch with one vectorised pass
+and leaves pandera for batches that may fail (see :mod:`foxhunt_pipeline.schemas`).
 
 The landed file is only ever opened for reading.
 """
