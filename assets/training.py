@@ -8,7 +8,7 @@ import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.features import DATASET_DIR, training_dataset
-from foxhunt_pipeline import model_store, profiles
+from foxhunt_pipeline import deploy_profile, model_store, profiles
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -34,7 +34,8 @@ class TFTTrainingConfig(dg.Config):
     dropout: float = 0.1
     heads: int = _d("tft_model", "heads", 4)
     lstm_layers: int = _d("tft_model", "lstm_layers", 2)
-    var_width: int = _d("tft_model", "var_width", 8)
+    var_width: int = _d("tft_model", "var_width", 4)
+    nproc_per_node: int = 1  # > 1: torch DDP under torchrun, launched through Dagster Pipes
 
 
 class Mamba2TrainingConfig(dg.Config):
@@ -51,6 +52,7 @@ class Mamba2TrainingConfig(dg.Config):
     n_layers: int = _d("mamba2_model", "n_layers", 2)
     d_state: int = 32
     chunk_size: int = 32
+    nproc_per_node: int = 1
 
 
 ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig
@@ -77,6 +79,7 @@ def train_forecaster_asset(
     storage: FoxhuntStorage,
     mlflow: MLflowResource,
     torch_device: TorchDevice,
+    pipes_subprocess_client: dg.PipesSubprocessClient | None = None,
 ) -> dg.MaterializeResult:
     """Shared by tft_model and mamba2_model: build, train with MLflow logging, checkpoint,
     register a model version, publish the pointer evaluation reads."""
@@ -111,14 +114,21 @@ def train_forecaster_asset(
                 f"val {row.get('val_loss', float('nan')):.5f} grad_norm {row.get('grad_norm', float('nan')):.3f}"
             )
 
-        result = train_forecaster(
-            model, data, train_cfg, device=choice.device, autocast_dtype=choice.autocast_dtype,
-            checkpoint_dir=run_dir / "train_state", on_epoch_end=on_epoch_end,
-        )
-        ckpt = save_checkpoint(
-            run_dir / "model", model, model_type=family, config=model_config,
-            extra=_dataset_extra(data),
-        )
+        if config.nproc_per_node > 1:
+            result = _fit_ddp(context, pipes_subprocess_client, family, model_params, train_cfg, storage,
+                              run_dir, config.nproc_per_node, choice)
+            for row in result.history:
+                on_epoch_end(row)
+            ckpt = Path(result.checkpoint)
+        else:
+            result = train_forecaster(
+                model, data, train_cfg, device=choice.device, autocast_dtype=choice.autocast_dtype,
+                checkpoint_dir=run_dir / "train_state", on_epoch_end=on_epoch_end,
+            )
+            ckpt = save_checkpoint(
+                run_dir / "model", model, model_type=family, config=model_config,
+                extra=_dataset_extra(data),
+            )
         run.log_artifacts(ckpt if ckpt.is_dir() else ckpt.parent, "checkpoint")
         curve = _loss_curve_png(result.history, run_dir / "loss_curve.png", family)
         run.log_artifact(curve, "plots")
@@ -147,6 +157,30 @@ def train_forecaster_asset(
             "loss_curve": dg.MetadataValue.path(str(curve)),
         }
     )
+
+
+class _DDPResult:
+    """The rank-0 result of a torchrun launch, shaped like models.training.TrainResult."""
+
+    def __init__(self, r: dict):
+        self.history = list(r.get("history", []))
+        self.best_val_loss = float(r["best_val_loss"])
+        self.epochs_run = int(r["epochs_run"])
+        self.n_parameters = int(r["n_parameters"])
+        self.training_seconds = float(r["training_seconds"])
+        self.checkpoint = r["checkpoint"]
+
+
+def _fit_ddp(context, pipes_client, family, model_params, train_cfg, storage, run_dir, nproc, choice):
+    from assets.distributed_training import launch_ddp_training
+
+    if pipes_client is None:
+        raise dg.Failure("nproc_per_node > 1 needs the pipes_subprocess_client resource")
+    autocast = str(choice.autocast_dtype).removeprefix("torch.") if choice.autocast_dtype else None
+    r = launch_ddp_training(context, pipes_client, family, model_params, train_cfg.to_dict(),
+                            _dataset_path(storage), run_dir / "ddp", nproc,
+                            device=choice.device.type, autocast=autocast)
+    return _DDPResult(r)
 
 
 def _dataset_extra(data) -> dict:
@@ -185,6 +219,8 @@ TRAINING_KW = dict(
     pool=GPU_POOL,
     automation_condition=EAGER_AFTER_CHECKS,
     retry_policy=TRANSIENT_RETRY,
+    # read only by dagster-k8s: GPU requests and node selector for training pods
+    op_tags=deploy_profile.training_op_tags(),
 )
 
 
@@ -197,11 +233,12 @@ TRAINING_KW = dict(
 )
 def tft_model(
     context: dg.AssetExecutionContext, config: TFTTrainingConfig, storage: FoxhuntStorage,
-    mlflow: MLflowResource, torch_device: TorchDevice,
+    mlflow: MLflowResource, torch_device: TorchDevice, pipes_subprocess_client: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
     params = {"hidden": config.hidden, "heads": config.heads, "lstm_layers": config.lstm_layers,
               "dropout": config.dropout, "var_width": config.var_width}
-    return train_forecaster_asset(context, "tft", params, config, storage, mlflow, torch_device)
+    return train_forecaster_asset(context, "tft", params, config, storage, mlflow, torch_device,
+                                  pipes_subprocess_client)
 
 
 @dg.asset(
@@ -213,11 +250,12 @@ def tft_model(
 )
 def mamba2_model(
     context: dg.AssetExecutionContext, config: Mamba2TrainingConfig, storage: FoxhuntStorage,
-    mlflow: MLflowResource, torch_device: TorchDevice,
+    mlflow: MLflowResource, torch_device: TorchDevice, pipes_subprocess_client: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
     params = {"hidden": config.hidden, "n_layers": config.n_layers, "d_state": config.d_state,
               "chunk_size": config.chunk_size, "dropout": config.dropout}
-    return train_forecaster_asset(context, "mamba2", params, config, storage, mlflow, torch_device)
+    return train_forecaster_asset(context, "mamba2", params, config, storage, mlflow, torch_device,
+                                  pipes_subprocess_client)
 
 
 class AgentTrainingConfig(dg.Config):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from assets import evaluation, features, ingestion, leaderboard, quantization, training
 from foxhunt_pipeline import sensors
 from resources.databento_source import DatabentoSource
 from resources.mlflow_tracking import MLflowResource
+from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
@@ -17,9 +20,10 @@ ASSET_MODULES = [ingestion, features, training, evaluation, leaderboard, quantiz
 def build_resources() -> dict[str, object]:
     return {
         "storage": FoxhuntStorage(),
-        "mlflow": MLflowResource(),
+        "mlflow": MLflowResource(tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
         "torch_device": TorchDevice(),
         "databento": DatabentoSource(),
+        PIPES_RESOURCE_KEY: build_pipes_subprocess_client(),
     }
 
 

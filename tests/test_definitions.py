@@ -60,3 +60,11 @@ def test_blocking_checks_guard_the_tables():
     for name in ("raw_bars_contract", "continuous_bars_contract"):
         assert isinstance(specs[name], dg.AssetCheckSpec)
         assert specs[name].blocking, name
+
+
+def test_training_steps_carry_the_kubernetes_gpu_request():
+    graph_assets = {a.key.to_user_string(): a for a in defs.assets if isinstance(a, dg.AssetsDefinition)}
+    for name in ("tft_model", "mamba2_model", "dqn_agent", "ppo_agent"):
+        tag = graph_assets[name].op.tags["dagster-k8s/config"]
+        assert "nvidia.com/gpu" in str(tag), name
+    assert "dagster-k8s/config" not in graph_assets["features"].op.tags
