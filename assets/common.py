@@ -46,3 +46,17 @@ def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v).replace("|", "\\|")
+
+
+def check_result(name: str, result) -> dg.AssetCheckResult:
+    """A blocking check's verdict with how many rows failed and the first failures as a table."""
+    return dg.AssetCheckResult(
+        check_name=name,
+        passed=bool(result.passed),
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "failed_rows": dg.MetadataValue.int(int(result.n_failed_rows)),
+            "message": result.message,
+            "first_failures": dg.MetadataValue.md(markdown_table(result.failures, 20)),
+        },
+    )

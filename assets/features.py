@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, check_result, code_version_of, markdown_table
 from assets.ingestion import continuous_bars
 from resources.storage import FoxhuntStorage
 
@@ -79,15 +79,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
             "path": dg.MetadataValue.path(str(path)),
         }
     )
-    yield dg.AssetCheckResult(
-        check_name=FEATURES_CHECK,
-        passed=bool(result.passed),
-        metadata={
-            "failed_rows": dg.MetadataValue.int(int(result.n_failed_rows)),
-            "message": result.message,
-            "first_failures": dg.MetadataValue.md(markdown_table(result.failures, 20)),
-        },
-    )
+    yield check_result(FEATURES_CHECK, result)
 
 
 @dg.asset(

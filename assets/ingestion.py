@@ -7,7 +7,7 @@ import uuid
 import dagster as dg
 import polars as pl
 
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, check_result, code_version_of, markdown_table
 from resources.storage import FoxhuntStorage
 
 landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
@@ -82,20 +82,7 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
             "preview": dg.MetadataValue.md(markdown_table(preview, 10)),
         }
     )
-    yield _check_result(RAW_CHECK, result)
-
-
-def _check_result(name: str, result) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        check_name=name,
-        passed=bool(result.passed),
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
-            "failed_rows": dg.MetadataValue.int(int(result.n_failed_rows)),
-            "message": result.message,
-            "first_failures": dg.MetadataValue.md(markdown_table(result.failures, 20)),
-        },
-    )
+    yield check_result(RAW_CHECK, result)
 
 
 @dg.asset(
@@ -142,4 +129,4 @@ def continuous_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
             "path": dg.MetadataValue.path(str(path)),
         }
     )
-    yield _check_result(CONTINUOUS_CHECK, result)
+    yield check_result(CONTINUOUS_CHECK, result)
