@@ -165,5 +165,24 @@ def predict(artifact, features_path, root, start, end, out, home) -> None:
         click.echo(df)
 
 
+@main.command()
+@click.argument("query")
+@home_option
+def sql(query, home) -> None:
+    """Run a read-only SQL QUERY on $FOXHUNT_HOME/foxhunt.duckdb (views raw_bars, continuous_bars,
+    features; tables rolls, model_evaluations). The PyPI duckdb CLI lags the Python package's
+    storage format, so this is the supported way in."""
+    import duckdb
+
+    paths = _paths(home)
+    if not paths.duckdb.exists():
+        raise click.ClickException(f"{paths.duckdb} does not exist yet: materialize something first")
+    with duckdb.connect(str(paths.duckdb), read_only=True) as con:
+        try:
+            click.echo(con.sql(query))
+        except duckdb.Error as e:
+            raise click.ClickException(str(e)) from e
+
+
 if __name__ == "__main__":
     main()

@@ -134,7 +134,7 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
     echo("Where to look:")
     echo(f"  Dagster UI : foxhunt ui --home {paths.home}   (http://127.0.0.1:3000)")
     echo(f"  MLflow UI  : mlflow ui --backend-store-uri {paths.mlflow_tracking_uri}")
-    echo(f"  DuckDB     : duckdb {paths.duckdb} \"select * from model_evaluations\"")
+    echo(f"  DuckDB     : foxhunt sql --home {paths.home} \"select model, precision, sharpe from model_evaluations\"")
     return ok
 
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from foxhunt_pipeline.cli import main
 
-COMMANDS = ["generate", "materialize", "demo", "ui", "download", "predict"]
+COMMANDS = ["generate", "materialize", "demo", "ui", "download", "predict", "sql"]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
@@ -48,3 +48,17 @@ def test_generate_writes_daily_files_into_landing(foxhunt_home):
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in (foxhunt_home / "landing").iterdir())
     assert names == ["glbx-mdp3-20240102.ohlcv-1m.dbn.zst", "glbx-mdp3-20240103.ohlcv-1m.dbn.zst"]
+
+
+def test_sql_reads_the_duckdb_file_and_names_a_missing_one(foxhunt_home):
+    missing = CliRunner().invoke(main, ["sql", "select 1"])
+    assert missing.exit_code != 0 and "foxhunt.duckdb" in missing.output
+    import duckdb
+
+    with duckdb.connect(str(foxhunt_home / "foxhunt.duckdb")) as con:
+        con.execute("create table rolls as select 'ES' as root, 'ESH4' as from_symbol").fetchall()
+    ok = CliRunner().invoke(main, ["sql", "select root, from_symbol from rolls"])
+    assert ok.exit_code == 0, ok.output
+    assert "ESH4" in ok.output
+    bad = CliRunner().invoke(main, ["sql", "select * from nope"])
+    assert bad.exit_code != 0 and "nope" in bad.output
