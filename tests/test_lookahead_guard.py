@@ -65,7 +65,7 @@ def test_the_tft_beats_climatology_on_learnable_data(tmp_path):
     moves; the learnable structure (volatility clustering and intraday seasonality, which the
     unconditional climatology cannot see) shows in the tails: P90 q-risk and mean pinball loss."""
     data = _dataset(tmp_path, random_walk=False)
-    model = _train_tft(data, epochs=4)
+    model = _train_tft(data, epochs=8)
     report = evaluate_forecaster("tft", model, data, out_dir=tmp_path / "eval", latency_calls=0,
                                  bootstrap=100, make_plots=False)
     ours, clim = report.metrics, report.baselines["climatology"]
