@@ -20,7 +20,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: install
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -e ".[test,k8s]"
 
 demo: install
 	$(BIN)/foxhunt demo $(DEMO_ARGS)
