@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.training import _load_dataset
+from assets.training import load_dataset
 from foxhunt_pipeline import model_store, profiles
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -74,7 +74,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
               storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     from foxhunt_pipeline import warehouse
 
-    data = _load_dataset(storage)
+    data = load_dataset(storage)
     pointer = model_store.current(storage.checkpoints, family)
     device = str(torch_device.choose().device)
     out_dir = Path(pointer["checkpoint"]).parent.parent / "evaluation"

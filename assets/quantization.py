@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
-from assets.training import _load_dataset
+from assets.training import load_dataset
 from foxhunt_pipeline import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -31,7 +31,7 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
     from models.quantization import DEFAULT_TOLERANCE, Tolerance
     from models.quantization_report import quantize_agent, quantize_forecaster
 
-    data = _load_dataset(storage)
+    data = load_dataset(storage)
     pointer = model_store.current(storage.checkpoints, family)
     out_dir = Path(pointer["checkpoint"]).parent.parent / "quantized"
     tolerance = Tolerance(

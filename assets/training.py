@@ -17,39 +17,39 @@ GPU_POOL = "gpu"
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=1, delay=5)
 
 
-def _d(section: str, key: str, fallback):
+def profile_default(section: str, key: str, fallback):
     return profiles.default(section, key, fallback)
 
 
 class TFTTrainingConfig(dg.Config):
-    epochs: int = _d("tft_model", "epochs", 30)
-    batch_size: int = _d("tft_model", "batch_size", 64)
+    epochs: int = profile_default("tft_model", "epochs", 30)
+    batch_size: int = profile_default("tft_model", "batch_size", 64)
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     patience: int = 5
-    max_batches_per_epoch: int = _d("tft_model", "max_batches_per_epoch", 0)  # 0 = all
+    max_batches_per_epoch: int = profile_default("tft_model", "max_batches_per_epoch", 0)  # 0 = all
     seed: int = 0
-    hidden: int = _d("tft_model", "hidden", 64)
+    hidden: int = profile_default("tft_model", "hidden", 64)
     dropout: float = 0.1
-    heads: int = _d("tft_model", "heads", 4)
-    lstm_layers: int = _d("tft_model", "lstm_layers", 2)
-    var_width: int = _d("tft_model", "var_width", 4)
+    heads: int = profile_default("tft_model", "heads", 4)
+    lstm_layers: int = profile_default("tft_model", "lstm_layers", 2)
+    var_width: int = profile_default("tft_model", "var_width", 4)
     nproc_per_node: int = 1  # > 1: torch DDP under torchrun, launched through Dagster Pipes
 
 
 class Mamba2TrainingConfig(dg.Config):
-    epochs: int = _d("mamba2_model", "epochs", 30)
-    batch_size: int = _d("mamba2_model", "batch_size", 64)
+    epochs: int = profile_default("mamba2_model", "epochs", 30)
+    batch_size: int = profile_default("mamba2_model", "batch_size", 64)
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     patience: int = 5
-    max_batches_per_epoch: int = _d("mamba2_model", "max_batches_per_epoch", 0)
+    max_batches_per_epoch: int = profile_default("mamba2_model", "max_batches_per_epoch", 0)
     seed: int = 0
-    hidden: int = _d("mamba2_model", "hidden", 64)
+    hidden: int = profile_default("mamba2_model", "hidden", 64)
     dropout: float = 0.1
-    n_layers: int = _d("mamba2_model", "n_layers", 2)
+    n_layers: int = profile_default("mamba2_model", "n_layers", 2)
     d_state: int = 32
     chunk_size: int = 32
     nproc_per_node: int = 1
@@ -62,7 +62,7 @@ def _dataset_path(storage: FoxhuntStorage) -> Path:
     return storage.warehouse / DATASET_DIR
 
 
-def _load_dataset(storage: FoxhuntStorage):
+def load_dataset(storage: FoxhuntStorage):
     from models.windows import TrainingData
 
     path = _dataset_path(storage)
@@ -88,7 +88,7 @@ def train_forecaster_asset(
     from models.training import TrainConfig, train_forecaster
     from models.windows import DEFAULT_QUANTILES
 
-    data = _load_dataset(storage)
+    data = load_dataset(storage)
     choice = torch_device.choose()
     model_config = {
         "n_static": len(data.static_names), "n_observed": len(data.observed_names),
@@ -256,109 +256,3 @@ def mamba2_model(
               "chunk_size": config.chunk_size, "dropout": config.dropout}
     return train_forecaster_asset(context, "mamba2", params, config, storage, mlflow, torch_device,
                                   pipes_subprocess_client)
-
-
-class AgentTrainingConfig(dg.Config):
-    """Mirrors models.agents.DQNConfig / PPOConfig (the fields a user tunes most)."""
-
-    total_timesteps: int = 200_000
-    learning_rate: float = 3e-4
-    gamma: float = 0.9
-    net_arch: list[int] = [64, 64]
-    encoder: str = "mlp"
-    seed: int = 0
-    eval_freq: int = 10_000
-    cost_multiplier: float = 1.0
-
-
-class DQNTrainingConfig(AgentTrainingConfig):
-    total_timesteps: int = _d("dqn_agent", "total_timesteps", 200_000)
-    learning_rate: float = 5e-4
-    gamma: float = 0.5
-    exploration_fraction: float = 0.2
-    target_update_interval: int = 2_000
-    learning_starts: int = 1_000
-
-
-class PPOTrainingConfig(AgentTrainingConfig):
-    total_timesteps: int = _d("ppo_agent", "total_timesteps", 200_000)
-    learning_rate: float = 1e-3
-    gamma: float = 0.5
-    n_envs: int = 2
-    n_steps: int = 512
-    ent_coef: float = 0.0
-
-
-def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: AgentTrainingConfig,
-                      storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
-    """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
-    safetensors policy + SB3 zip, registered version, pointer for evaluation."""
-    from models import agents
-    from models.trading_env import EnvConfig
-
-    data = _load_dataset(storage)
-    choice = torch_device.choose()
-    fields = config.model_dump()
-    env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
-    cls, train = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else (agents.PPOConfig, agents.train_ppo)
-    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
-    agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
-    registered = model_store.REGISTERED_NAMES[family]
-    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run.run_id[:8]}"
-    with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
-        run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
-
-        def on_eval(point: dict) -> None:
-            run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
-                            step=int(point["timesteps"]))
-            context.log.info(f"{family} @ {point['timesteps']} steps: val mean reward "
-                             f"{point.get('mean_reward', float('nan')):.3g}")
-
-        result = train(data, agent_cfg, on_eval=on_eval)
-        paths = agents.save_policy(result.model, run_dir / "policy")
-        run.log_artifacts(run_dir / "policy", "checkpoint")
-        run.log_metrics({"train_seconds": result.train_seconds,
-                         "final_val_mean_reward": result.final_val_mean_reward})
-        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
-        run.set_tags({"precision": "fp32", "registered_version": version})
-        run_id = run.run_id
-    model_store.publish(storage.checkpoints, family, {
-        "family": family, "checkpoint": str(run_dir / "policy"), "mlflow_run_id": run_id,
-        "registered_model": registered, "version": version, "dagster_run_id": context.run.run_id,
-        "feature_hash": data.meta["feature_hash"],
-    })
-    return dg.MaterializeResult(
-        metadata={
-            "final_val_mean_reward": float(result.final_val_mean_reward),
-            "timesteps": dg.MetadataValue.int(int(agent_cfg.total_timesteps)),
-            "training_seconds": round(float(result.train_seconds), 2),
-            "device": choice.name,
-            "mlflow_run_id": run_id,
-            "registered_model": f"{registered} v{version}",
-            "policy": dg.MetadataValue.path(str(paths["weights"])),
-        }
-    )
-
-
-@dg.asset(
-    kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.agents", "models.trading_env", "models.agent_policy"),
-    description="DQN trading agent (stable-baselines3) on the window environment: short / flat / "
-    "long, next-bar fills, costs in ticks; registered as `foxhunt-dqn`.",
-    **TRAINING_KW,
-)
-def dqn_agent(context: dg.AssetExecutionContext, config: DQNTrainingConfig, storage: FoxhuntStorage,
-              mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
-    return train_agent_asset(context, "dqn", config, storage, mlflow, torch_device)
-
-
-@dg.asset(
-    kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.agents", "models.trading_env", "models.agent_policy"),
-    description="PPO actor-critic trading agent (stable-baselines3, vectorised envs); registered "
-    "as `foxhunt-ppo`.",
-    **TRAINING_KW,
-)
-def ppo_agent(context: dg.AssetExecutionContext, config: PPOTrainingConfig, storage: FoxhuntStorage,
-              mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
-    return train_agent_asset(context, "ppo", config, storage, mlflow, torch_device)
