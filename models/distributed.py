@@ -38,7 +38,6 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from models.checkpoint import dataset_signature, load_optimizer_state, read_checkpoint_meta
-from models.checkpoint import save_checkpoint as _save_checkpoint
 from models.quantile import pinball_loss
 from models.registry import model_type_of
 from models.training import (
@@ -47,7 +46,9 @@ from models.training import (
     TrainConfig,
     TrainingDivergedError,
     TrainResult,
+    end_epoch,
     lr_at,
+    result_from_state,
 )
 from models.windows import TrainingData, WindowDataset
 
@@ -233,38 +234,15 @@ def train_forecaster_ddp(
         train_seconds = time.perf_counter() - epoch_start
         val_loss = evaluate_loss_ddp(model, val_ds, quantiles, config.eval_batch_size, device,
                                      autocast_dtype, config.max_val_batches)
-        record = {
-            "epoch": epoch,
-            "train_loss": float(np.mean(losses)),
-            "val_loss": val_loss,
-            "grad_norm": float(np.mean(norms)),
-            "grad_norm_max": float(np.max(norms)),
-            "lr": float(optimizer.param_groups[0]["lr"]),
-            "seconds": time.perf_counter() - epoch_start,
-            "samples_per_s": n_samples / max(train_seconds, 1e-9),
-        }
-        state["history"].append(record)
-        state["epoch"] = epoch
-        if not math.isfinite(val_loss):
-            raise TrainingDivergedError(
-                f"validation loss is {val_loss} after epoch {epoch}", epoch=epoch,
-                step=state["step"],
-                last_good_checkpoint=last_path if last_path and last_path.is_file() else None)
-        improved = val_loss < state["best_val"] - config.min_delta
+        record, improved = end_epoch(
+            state, epoch=epoch, losses=losses, norms=norms, n_samples=n_samples,
+            epoch_start=epoch_start, train_seconds=train_seconds, val_loss=val_loss,
+            optimizer=optimizer, config=config, model=model, model_type=model_type,
+            base_extra=base_extra, best_path=best_path, last_path=last_path,
+            write_checkpoints=checkpoint_dir is not None and rank == 0,
+        )
         if improved:
-            state["best_val"], state["best_epoch"], state["bad_epochs"] = val_loss, epoch, 0
             best_state = copy.deepcopy(model.state_dict())
-        else:
-            state["bad_epochs"] += 1
-        if checkpoint_dir is not None and rank == 0:
-            extra = {**base_extra, "epoch": epoch, "val_loss": val_loss}
-            if improved:
-                _save_checkpoint(best_path, model, model_type=model_type,
-                                 config=model.config.to_dict(), extra=extra)
-            _save_checkpoint(last_path, model, model_type=model_type,
-                             config=model.config.to_dict(), optimizer=optimizer,
-                             extra={**extra, "loop_state": state,
-                                    "torch_rng_state": torch.get_rng_state().tolist()})
         if on_epoch_end is not None and rank == 0:
             on_epoch_end(dict(record))
         if checkpoint_dir is not None:
@@ -273,17 +251,7 @@ def train_forecaster_ddp(
             stopped_early = state["epoch"] < config.epochs
             break
     model.load_state_dict(best_state)
-    return TrainResult(
-        best_val_loss=float(state["best_val"]),
-        best_epoch=int(state["best_epoch"]),
-        epochs_run=int(state["epoch"]),
-        history=list(state["history"]),
-        best_checkpoint=best_path if best_path is not None and best_path.is_file() else None,
-        last_checkpoint=last_path if last_path is not None and last_path.is_file() else None,
-        training_seconds=time.perf_counter() - started,
-        n_parameters=n_parameters,
-        stopped_early=stopped_early,
-    )
+    return result_from_state(state, best_path, last_path, started, n_parameters, stopped_early)
 
 
 @torch.no_grad()

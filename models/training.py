@@ -258,38 +258,15 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
             train_seconds = time.perf_counter() - epoch_start
             val_loss = evaluate_loss(model, val_ds, quantiles, config.eval_batch_size, device,
                                      autocast_dtype, config.max_val_batches)
-            record = {
-                "epoch": epoch,
-                "train_loss": float(np.mean(losses)),
-                "val_loss": val_loss,
-                "grad_norm": float(np.mean(norms)),
-                "grad_norm_max": float(np.max(norms)),
-                "lr": float(optimizer.param_groups[0]["lr"]),
-                "seconds": time.perf_counter() - epoch_start,
-                "samples_per_s": n_samples / max(train_seconds, 1e-9),
-            }
-            state["history"].append(record)
-            state["epoch"] = epoch
-            if not math.isfinite(val_loss):
-                raise TrainingDivergedError(
-                    f"validation loss is {val_loss} after epoch {epoch}", epoch=epoch,
-                    step=state["step"],
-                    last_good_checkpoint=last_path if last_path and last_path.is_file() else None)
-            improved = val_loss < state["best_val"] - config.min_delta
+            record, improved = end_epoch(
+                state, epoch=epoch, losses=losses, norms=norms, n_samples=n_samples,
+                epoch_start=epoch_start, train_seconds=train_seconds, val_loss=val_loss,
+                optimizer=optimizer, config=config, model=model, model_type=model_type,
+                base_extra=base_extra, best_path=best_path, last_path=last_path,
+                write_checkpoints=checkpoint_dir is not None,
+            )
             if improved:
-                state["best_val"], state["best_epoch"], state["bad_epochs"] = val_loss, epoch, 0
                 best_state = copy.deepcopy(model.state_dict())
-            else:
-                state["bad_epochs"] += 1
-            if checkpoint_dir is not None:
-                extra = {**base_extra, "epoch": epoch, "val_loss": val_loss}
-                if improved:
-                    save_checkpoint(best_path, model, model_type=model_type,
-                                    config=model.config.to_dict(), extra=extra)
-                save_checkpoint(last_path, model, model_type=model_type,
-                                config=model.config.to_dict(), optimizer=optimizer,
-                                extra={**extra, "loop_state": state,
-                                       "torch_rng_state": torch.get_rng_state().tolist()})
             if on_epoch_end is not None:
                 on_epoch_end(dict(record))
             if config.patience is not None and state["bad_epochs"] >= config.patience:
@@ -299,6 +276,53 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
         if bar is not None:
             bar.close()
     model.load_state_dict(best_state)
+    return result_from_state(state, best_path, last_path, started, n_parameters, stopped_early)
+
+
+
+def end_epoch(state: dict[str, Any], *, epoch: int, losses: list[float], norms: list[float],
+              n_samples: int, epoch_start: float, train_seconds: float, val_loss: float,
+              optimizer: torch.optim.Optimizer, config: TrainConfig, model: nn.Module,
+              model_type: str, base_extra: dict[str, Any], best_path: Path | None,
+              last_path: Path | None, write_checkpoints: bool) -> tuple[dict[str, float], bool]:
+    """The epoch's record, the divergence check, best tracking and best/last checkpoints:
+    one place for the single-process and the DDP loops. Returns (record, improved)."""
+    record = {
+        "epoch": epoch,
+        "train_loss": float(np.mean(losses)),
+        "val_loss": val_loss,
+        "grad_norm": float(np.mean(norms)),
+        "grad_norm_max": float(np.max(norms)),
+        "lr": float(optimizer.param_groups[0]["lr"]),
+        "seconds": time.perf_counter() - epoch_start,
+        "samples_per_s": n_samples / max(train_seconds, 1e-9),
+    }
+    state["history"].append(record)
+    state["epoch"] = epoch
+    if not math.isfinite(val_loss):
+        raise TrainingDivergedError(
+            f"validation loss is {val_loss} after epoch {epoch}", epoch=epoch,
+            step=state["step"],
+            last_good_checkpoint=last_path if last_path and last_path.is_file() else None)
+    improved = val_loss < state["best_val"] - config.min_delta
+    if improved:
+        state["best_val"], state["best_epoch"], state["bad_epochs"] = val_loss, epoch, 0
+    else:
+        state["bad_epochs"] += 1
+    if write_checkpoints:
+        extra = {**base_extra, "epoch": epoch, "val_loss": val_loss}
+        if improved:
+            save_checkpoint(best_path, model, model_type=model_type,
+                            config=model.config.to_dict(), extra=extra)
+        save_checkpoint(last_path, model, model_type=model_type,
+                        config=model.config.to_dict(), optimizer=optimizer,
+                        extra={**extra, "loop_state": state,
+                               "torch_rng_state": torch.get_rng_state().tolist()})
+    return record, improved
+
+
+def result_from_state(state: dict[str, Any], best_path: Path | None, last_path: Path | None,
+                      started: float, n_parameters: int, stopped_early: bool) -> TrainResult:
     return TrainResult(
         best_val_loss=float(state["best_val"]),
         best_epoch=int(state["best_epoch"]),
@@ -310,7 +334,6 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
         n_parameters=n_parameters,
         stopped_early=stopped_early,
     )
-
 
 @torch.no_grad()
 def evaluate_loss(model: nn.Module, dataset: WindowDataset, quantiles: torch.Tensor,
