@@ -141,3 +141,25 @@ def test_quantized_variants_are_reported_and_accepted_ones_registered(pipeline):
             assert meta["precision"] == precision
         precisions |= {v.tags.get("precision") for v in client.search_model_versions(f"name='foxhunt-{family}'")}
     assert "fp32" in precisions and precisions - {"fp32"}, precisions
+
+
+def test_foxhunt_predict_runs_an_exported_forecaster_on_the_features_table(pipeline, tmp_path):
+    from click.testing import CliRunner
+
+    from foxhunt_pipeline.cli import main
+
+    paths, *_ = pipeline
+    pointer = json.loads((paths.checkpoints / "mamba2" / "current.json").read_text())
+    report = json.loads((Path(pointer["checkpoint"]).parent.parent / "quantized" / "quantization.json").read_text())
+    assert report["artifacts"], report["rows"]
+    artifact = next(iter(report["artifacts"].values()))
+    out = tmp_path / "pred.parquet"
+    result = CliRunner().invoke(main, ["predict", artifact, "--root", "ES", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    pred = pl.read_parquet(out)
+    assert pred.height > 0 and set(pred["root"].unique()) == {"ES"}
+    qcols = [c for c in pred.columns if c.startswith("h") and "_q" in c]
+    assert len(qcols) == 5 * 9
+    assert pred.select(qcols).null_count().sum_horizontal().item() == 0
+    # quantiles never cross
+    assert (pred["h1_q10"] <= pred["h1_q50"]).all() and (pred["h1_q50"] <= pred["h1_q90"]).all()
