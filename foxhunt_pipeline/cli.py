@@ -95,10 +95,17 @@ def ui(port, host, home) -> None:
     paths = _paths(home)
     ensure_dagster_home(paths)
     workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", host, "-p", str(port)]
+    # an editable checkout has workspace.yaml; an installed package loads the module directly
+    target = ["-w", str(workspace)] if workspace.exists() else ["-m", "foxhunt_pipeline.definitions", "-a", "defs"]
+    cmd = [sys.executable, "-m", "dagster", "dev", *target, "-h", host, "-p", str(port)]
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={paths.dagster_home})")
     click.echo(f"MLflow UI: mlflow ui --backend-store-uri {paths.mlflow_tracking_uri}")
-    proc = subprocess.Popen(cmd, start_new_session=True, cwd=workspace.parent)
+    proc = subprocess.Popen(cmd, start_new_session=True, cwd=workspace.parent if workspace.exists() else None)
+
+    def _terminate(signum, frame):  # dagster dev ignores SIGTERM: turn ours into a clean stop
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         proc.wait()
     except KeyboardInterrupt:
