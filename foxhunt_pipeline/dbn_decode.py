@@ -15,19 +15,16 @@ The landed file is only ever opened for reading.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import queue
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import databento as db
 import databento_dbn
 import numpy as np
 import pandas as pd
@@ -36,20 +33,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 from databento.common.error import BentoError, BentoWarning
-from databento_dbn import Compression
 
-from foxhunt_pipeline.instruments import is_spread, parse_outright
+from foxhunt_pipeline.dbn_open import (
+    BAR_SCHEMAS,
+    DbnInputError,
+    DbnMetadata,
+    _check_bars,
+    _metadata_of,
+    _open_store,
+    _StrictDBNStore,
+    read_metadata,
+)
+from foxhunt_pipeline.dbn_symbols import _Resolver, spread_ids_from_definitions
 from foxhunt_pipeline.schemas import StreamValidator, ValidationResult, raw_bars_schema
 from foxhunt_pipeline.warehouse import atomic_write
 
 UNDEF_PRICE = databento_dbn.UNDEF_PRICE
-UNDEF_TIMESTAMP = databento_dbn.UNDEF_TIMESTAMP
 PRICE_SCALE = 1e9
-NS_PER_DAY = 86_400 * 10**9
-BAR_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 PRICE_COLUMNS = ("open", "high", "low", "close")
 KEY_COLUMNS = ("instrument_id", "ts_event", "publisher_id")
-SPREAD_CLASSES = frozenset({"S", "M", "T"})  # future, mixed and option spreads
 
 RAW_BARS_ARROW_SCHEMA = pa.schema(
     [
@@ -70,39 +72,6 @@ RAW_BARS_ARROW_SCHEMA = pa.schema(
 RAW_BARS_POLARS_SCHEMA: dict[str, pl.DataType] = dict(
     pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
 )
-
-
-class DbnInputError(ValueError):
-    """A landed file that cannot become raw_bars; the message names the file and why."""
-
-    def __init__(self, path: Path | str, problem: str) -> None:
-        self.path = Path(path)
-        self.problem = problem
-        super().__init__(f"{self.path.name}: {problem} (file: {self.path})")
-
-
-@dataclass(frozen=True)
-class DbnMetadata:
-    path: Path
-    dataset: str
-    schema: str | None
-    dbn_version: int
-    stype_in: str | None
-    stype_out: str
-    start_ns: int
-    end_ns: int | None
-    symbols: list[str]
-    mappings: dict[str, list[dict[str, Any]]]
-    compressed: bool
-
-    @property
-    def start(self) -> pd.Timestamp:
-        """Metadata start, ns-exact (a ``datetime`` subclass)."""
-        return pd.Timestamp(self.start_ns, unit="ns", tz="UTC")
-
-    @property
-    def end(self) -> pd.Timestamp | None:
-        return None if self.end_ns is None else pd.Timestamp(self.end_ns, unit="ns", tz="UTC")
 
 
 @dataclass
@@ -153,293 +122,6 @@ class IngestReport:
 
 
 # ---------------------------------------------------------------------------- zstd
-
-
-class _CheckedZstdReader(io.RawIOBase):
-    """Multi-frame zstd reader that raises on a truncated final frame.
-
-    The reader ``DBNStore`` uses stops silently when a frame is cut short, which would
-    turn a half-copied file into a silently shorter partition. Arrow's zstd stream
-    reports it ("Truncated compressed stream") and decompresses straight into the
-    buffer it returns: a record chunk (``to_ndarray(count=...)`` reads megabytes) comes
-    back as a zero-copy ``memoryview`` of it; small reads (headers, the 64 KiB reads of
-    record iteration, whose decoder takes ``bytes`` only) as ``bytes``.
-    """
-
-    ZERO_COPY_MIN = 1 << 20
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._stream = pa.CompressedInputStream(pa.OSFile(str(path)), "zstd")
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        target = offset if whence == io.SEEK_SET else self._pos + offset
-        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target < self._pos:
-            raise io.UnsupportedOperation("forward seeks only")
-        while self._pos < target:
-            if not self.read(min(target - self._pos, 1 << 20)):
-                break
-        return self._pos
-
-    def _read_buffer(self, size: int | None) -> pa.Buffer:
-        try:
-            buf = self._stream.read_buffer(size)
-            if size is not None and 0 < buf.size < size:  # top up a short read
-                parts = [buf]
-                while (got := sum(p.size for p in parts)) < size:
-                    more = self._stream.read_buffer(size - got)
-                    if not more.size:
-                        break
-                    parts.append(more)
-                buf = pa.py_buffer(b"".join(p.to_pybytes() for p in parts))
-        except OSError as exc:
-            if "truncated" in str(exc).lower():
-                raise DbnInputError(
-                    self._path, "truncated zstd stream (last frame is incomplete)"
-                ) from exc
-            raise DbnInputError(self._path, f"corrupt zstd data ({exc})") from exc
-        return buf
-
-    def read(self, size: int | None = -1) -> bytes | memoryview:  # type: ignore[override]
-        buf = self._read_buffer(None if size is None or size < 0 else size)
-        self._pos += buf.size
-        return memoryview(buf) if buf.size >= self.ZERO_COPY_MIN else buf.to_pybytes()
-
-    def readinto(self, b: Any) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._stream.close()
-        super().close()
-
-
-class _StrictDBNStore(db.DBNStore):
-    """``DBNStore`` whose record reader detects truncated zstd frames."""
-
-    source_path: Path
-
-    @property
-    def reader(self) -> IO[bytes]:
-        if self.compression == Compression.ZSTD:
-            return _CheckedZstdReader(self.source_path)  # type: ignore[return-value]
-        return super().reader
-
-
-# ------------------------------------------------------------------------ opening
-
-
-def _diagnose(path: Path, exc: BaseException) -> DbnInputError:
-    """Turn a decoder failure into a message that says what the file actually is."""
-    with open(path, "rb") as fh:
-        head = fh.read(64)
-    if not head:
-        return DbnInputError(path, "empty file (0 bytes); not a DBN file")
-    magic = int.from_bytes(head[:4], "little")
-    if 0x184D2A50 <= magic <= 0x184D2A5F or head[:3] == b"DBZ" or b"DBZ" in head[8:16]:
-        return DbnInputError(path, "legacy DBZ format (pre-DBN); re-download it as DBN")
-    if isinstance(exc, zstandard.ZstdError):
-        return DbnInputError(path, f"corrupt zstd data ({exc})")
-    if head[:4] == zstandard.FRAME_HEADER:
-        try:
-            start = _CheckedZstdReader(path).read(3)
-        except DbnInputError as e:
-            return e
-        except zstandard.ZstdError as e:
-            return DbnInputError(path, f"corrupt zstd data ({e})")
-        if start != b"DBN":
-            return DbnInputError(
-                path,
-                "zstd data has no DBN metadata header (a header-less .frag record fragment, "
-                "or not a DBN file)",
-            )
-        return DbnInputError(path, f"corrupt DBN metadata header ({exc})")
-    if head[:3] == b"DBN":
-        return DbnInputError(path, f"corrupt DBN data ({exc})")
-    return DbnInputError(
-        path,
-        "not a DBN file: neither a DBN header nor zstd (a header-less .frag record "
-        "fragment, or another format)",
-    )
-
-
-def _open_store(src: Path) -> _StrictDBNStore:
-    src = Path(src)
-    if not src.is_file():
-        raise DbnInputError(src, "no such file")
-    if src.stat().st_size == 0:
-        raise DbnInputError(src, "empty file (0 bytes); not a DBN file")
-    try:
-        store = _StrictDBNStore.from_file(src)
-    except (BentoError, databento_dbn.DBNError, zstandard.ZstdError, ValueError) as exc:
-        raise _diagnose(src, exc) from exc
-    store.source_path = src
-    return store
-
-
-def _metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
-    m = store.metadata
-    end = m.end
-    return DbnMetadata(
-        path=Path(src),
-        dataset=m.dataset,
-        schema=str(m.schema) if m.schema else None,
-        dbn_version=m.version,
-        stype_in=None if m.stype_in is None else str(m.stype_in),
-        stype_out=str(m.stype_out),
-        start_ns=int(m.start),
-        end_ns=None if end is None or end == UNDEF_TIMESTAMP else int(end),
-        symbols=list(m.symbols),
-        mappings={k: [dict(iv) for iv in v] for k, v in m.mappings.items()},
-        compressed=store.compression == Compression.ZSTD,
-    )
-
-
-def read_metadata(src: Path | str) -> DbnMetadata:
-    """Header of a landed DBN file, without reading its records."""
-    src = Path(src)
-    return _metadata_of(src, _open_store(src))
-
-
-# ------------------------------------------------------------------ symbology
-
-
-@dataclass(frozen=True)
-class _Interval:
-    start_day: int  # days since epoch, inclusive
-    end_day: int  # exclusive
-    symbol: str
-
-
-def _symbol_intervals(meta: DbnMetadata) -> dict[int, list[_Interval]]:
-    """instrument_id -> dated raw-symbol intervals, from the header's mappings.
-
-    With ``stype_in=parent`` the mappings are keyed by the child contracts
-    (``ESH4``, ``ESH4-ESM4``); with ``raw_symbol`` by the requested symbol; either way
-    the interval's symbol is the instrument_id (``stype_out=instrument_id``).
-    """
-    epoch = date(1970, 1, 1)
-    out: dict[int, list[_Interval]] = {}
-    for key, intervals in meta.mappings.items():
-        for iv in intervals:
-            if not iv.get("symbol"):
-                continue
-            if meta.stype_out == "instrument_id":
-                raw, iid = key, iv["symbol"]
-            elif meta.stype_in == "instrument_id":
-                raw, iid = iv["symbol"], key
-            else:
-                continue
-            try:
-                instrument_id = int(iid)
-            except ValueError:
-                continue
-            out.setdefault(instrument_id, []).append(
-                _Interval((iv["start_date"] - epoch).days, (iv["end_date"] - epoch).days, raw)
-            )
-    for ivs in out.values():
-        ivs.sort(key=lambda i: i.start_day)
-    return out
-
-
-def _parent_root(meta: DbnMetadata) -> str | None:
-    roots = {s.split(".")[0] for s in meta.symbols if s.endswith(".FUT")}
-    return roots.pop() if len(roots) == 1 else None
-
-
-def _root_of(symbol: str, day: int, parent_root: str | None) -> str | None:
-    parsed = parse_outright(symbol, date(1970, 1, 1) + timedelta(days=day))
-    if parsed is not None:
-        return parsed[0]
-    return parent_root
-
-
-def spread_ids_from_definitions(paths: Iterable[Path | str]) -> tuple[set[int], dict[int, str]]:
-    """(spread instrument_ids, instrument_id -> raw_symbol) from definition DBN files."""
-    spreads: set[int] = set()
-    symbols: dict[int, str] = {}
-    for p in paths:
-        store = _open_store(Path(p))
-        if store.metadata.schema != "definition":
-            raise DbnInputError(
-                p, f"expected a definition file, got schema {store.metadata.schema!r}"
-            )
-        for rec in store:
-            if not isinstance(rec, databento_dbn.InstrumentDefMsg):
-                continue
-            cls = getattr(rec.instrument_class, "value", str(rec.instrument_class))
-            symbols[rec.instrument_id] = rec.raw_symbol
-            if cls in SPREAD_CLASSES or is_spread(rec.raw_symbol):
-                spreads.add(rec.instrument_id)
-    return spreads, symbols
-
-
-# -------------------------------------------------------------------- cleaning
-
-
-class _Resolver:
-    """Which rows of an instrument are kept, and under which symbol and root.
-
-    Decided per (instrument_id, UTC day) from the header's dated mappings (falling back
-    to definition files): spreads (by definition or symbol form) and unmapped days are
-    dropped; everything else is an outright with a root.
-    """
-
-    def __init__(self, meta: DbnMetadata, spread_ids: set[int], def_symbols: dict[int, str]):
-        self.intervals = _symbol_intervals(meta)
-        self.parent_root = _parent_root(meta)
-        self.spread_ids = spread_ids
-        self.def_symbols = def_symbols
-        self.unmapped: set[int] = set()
-
-    def may_keep(self, iid: int) -> bool:
-        """False if no row of this instrument can be an outright (skip it while decoding)."""
-        if iid in self.spread_ids:
-            return False
-        names = [iv.symbol for iv in self.intervals.get(iid, ())]
-        if iid in self.def_symbols:
-            names.append(self.def_symbols[iid])
-        if not names:
-            self.unmapped.add(iid)
-        return any(not is_spread(s) for s in names)
-
-    def segments(self, iid: int, ts: np.ndarray) -> list[tuple[int, int, str | None, str | None]]:
-        """(start, stop, symbol, root) runs over one instrument's time-sorted ``ts_event``
-        (uint64 ns); symbol None = drop the run. Mapping days cut the run where
-        ``ts`` crosses their midnight, so no per-row day is computed."""
-        out: list[tuple[int, int, str | None, str | None]] = []
-        ivs = self.intervals.get(iid, [])
-        cuts = {b for iv in ivs for b in (iv.start_day, iv.end_day)}
-        edges = sorted(
-            {0, len(ts)}
-            | {int(np.searchsorted(ts, np.uint64(max(b, 0) * NS_PER_DAY))) for b in cuts}
-        )
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-            if lo == hi:
-                continue
-            d = int(ts[lo]) // NS_PER_DAY
-            symbol = next((iv.symbol for iv in ivs if iv.start_day <= d < iv.end_day), None)
-            if symbol is None:
-                symbol = self.def_symbols.get(iid)
-            if symbol is None:
-                self.unmapped.add(iid)
-                out.append((lo, hi, None, None))
-            elif iid in self.spread_ids or is_spread(symbol):
-                out.append((lo, hi, None, "spread"))
-            else:
-                out.append((lo, hi, symbol, _root_of(symbol, d, self.parent_root)))
-        return out
 
 
 def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -556,17 +238,6 @@ def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Itera
         raise DbnInputError(src, f"corrupt zstd data ({exc})") from exc
     except (BentoError, databento_dbn.DBNError) as exc:
         raise DbnInputError(src, f"corrupt DBN records ({exc})") from exc
-
-
-def _check_bars(src: Path, meta: DbnMetadata) -> None:
-    if meta.schema is None:
-        raise DbnInputError(src, "mixed-schema DBN stream; raw_bars needs one ohlcv schema")
-    if meta.schema not in BAR_SCHEMAS:
-        raise DbnInputError(
-            src,
-            f"DBN schema {meta.schema!r} is not a bar schema; raw_bars accepts "
-            f"{', '.join(BAR_SCHEMAS)}",
-        )
 
 
 def _strictly_after(last_ts: int, ts: np.ndarray) -> bool:
@@ -900,3 +571,19 @@ def _ingest(
 
 def _empty_batch() -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=WRITE_SCHEMA)
+
+
+__all__ = [
+    "BAR_SCHEMAS",
+    "DEFAULT_CHUNK_RECORDS",
+    "DEFAULT_SPILL_MEMORY_BYTES",
+    "RAW_BARS_ARROW_SCHEMA",
+    "RAW_BARS_POLARS_SCHEMA",
+    "WRITE_SCHEMA",
+    "DbnInputError",
+    "DbnMetadata",
+    "IngestReport",
+    "ingest_dbn_file",
+    "read_metadata",
+    "spread_ids_from_definitions",
+]
