@@ -23,6 +23,7 @@ class MLflowResource(dg.ConfigurableResource):
     tracking_uri: str = ""
     experiment: str = EXPERIMENT
     home: str = ""
+    ui_url: str = "http://127.0.0.1:5000"  # where `mlflow ui` serves the local store
 
     def _paths(self) -> FoxhuntPaths:
         return FoxhuntPaths.from_env(self.home or None).ensure()
@@ -59,7 +60,10 @@ class MLflowResource(dg.ConfigurableResource):
         client.set_terminated(run.info.run_id, status="FINISHED")
 
     def run_url(self, run_id: str) -> str:
-        return f"mlflow ui --backend-store-uri {self.resolved_uri()}  ->  #/experiments/{self.experiment_id()}/runs/{run_id}"
+        """Link to the run in the MLflow UI: the tracking server itself when there is one,
+        else where `mlflow ui --backend-store-uri <sqlite store>` serves by default."""
+        base = self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else self.ui_url
+        return f"{base.rstrip('/')}/#/experiments/{self.experiment_id()}/runs/{run_id}"
 
     def latest_version(self, model_name: str) -> Any | None:
         client = self.client()

@@ -39,8 +39,15 @@ def test_tft_model_trains_publishes_and_registers(foxhunt_home, nproc):
     assert res.success
     meta = res.asset_materializations_for_node("tft_model")[0].metadata
     assert meta["epochs"].value == 2
+    assert meta["mlflow_run"].value.endswith(f"/runs/{meta['mlflow_run_id'].value}")
     pointer = json.loads((paths.checkpoints / "tft" / "current.json").read_text())
     model, ck = load_checkpoint(pointer["checkpoint"])
     assert model.config.hidden == 8
     versions = MLflowResource(home=str(paths.home)).client().search_model_versions("name='foxhunt-tft'")
     assert [v.tags.get("precision") for v in versions] == ["fp32"]
+
+
+def test_mlflow_run_link_points_at_the_ui_or_the_tracking_server(foxhunt_home):
+    local = MLflowResource(home=str(foxhunt_home))
+    url = local.run_url("abc123")
+    assert url.startswith("http://127.0.0.1:5000/#/experiments/") and url.endswith("/runs/abc123")
