@@ -47,7 +47,7 @@ def test_tft_model_trains_publishes_and_registers(foxhunt_home, nproc):
     assert [v.tags.get("precision") for v in versions] == ["fp32"]
 
 
-def test_mlflow_run_link_points_at_the_ui_or_the_tracking_server(foxhunt_home):
+def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home):
     local = MLflowResource(home=str(foxhunt_home))
     url = local.run_url("abc123")
     assert url.startswith("http://127.0.0.1:5000/#/experiments/") and url.endswith("/runs/abc123")
