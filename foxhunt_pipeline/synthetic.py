@@ -96,6 +96,7 @@ from foxhunt_pipeline.synthetic_session import (
     OPEN_S,
     bars_per_session,
     chicago_clock,
+    open_for,
     seasonality,
     session_bar_starts,
     utc_day_start_ns,
@@ -420,7 +421,7 @@ def iter_days(
         ts = session_bar_starts(day, step)
         parts, maps = [], []
         for sim in sims:
-            recs, m = sim.simulate_day(day, ts)
+            recs, m = sim.simulate_day(day, open_for(sim.root, ts))
             parts.append(recs)
             maps.extend(m)
         recs = sort_records(np.concatenate(parts)) if parts else np.empty(0, dtype=OHLCV_DTYPE)

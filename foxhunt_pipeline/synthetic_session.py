@@ -2,7 +2,9 @@
 
 Globex futures trade Sunday-Friday 17:00-16:00 America/Chicago with a daily
 halt 16:00-17:00 CT and the weekend close from Friday 16:00 to Sunday 17:00 CT.
-Exchange holidays are ignored (the generator trades through them). Chicago's
+Full exchange holidays of the root's CME calendar (``pandas_market_calendars``, the same
+calendar the known-future inputs read) close that trade date's whole session; early closes
+are not modelled. Chicago's
 UTC offset is looked up with zoneinfo once per UTC hour, which is exact because
 US DST switches on the hour (at 02:00 local, Sunday, while Globex is closed).
 """
@@ -117,3 +119,30 @@ def seasonality(sod: np.ndarray, asset_class: str, step_s: int) -> tuple[np.ndar
 
 def bars_per_session(step_s: int) -> int:
     return SESSION_S // step_s
+
+
+def trade_days(ts_ns: np.ndarray) -> np.ndarray:
+    """CME trade date of each bar as days since the epoch: 17:00 CT rolls to the next day."""
+    ts_s = np.asarray(ts_ns, dtype=np.int64) // NS
+    local = ts_s + chicago_offsets_s(ts_s)
+    return local // DAY_S + (local % DAY_S >= OPEN_S)
+
+
+@cache
+def closed_trade_days(root: str) -> np.ndarray:
+    """Full-holiday trade dates (days since the epoch) of the root's CME calendar."""
+    import warnings
+
+    from foxhunt_pipeline.features.calendar_inputs import _calendar, calendar_name
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        holidays = _calendar(calendar_name(root)).holidays().holidays
+    return np.asarray(holidays, dtype="datetime64[D]").astype(np.int64)
+
+
+def open_for(root: str, ts_ns: np.ndarray) -> np.ndarray:
+    """``ts_ns`` less the bars whose trade date is a full holiday for ``root``."""
+    if ts_ns.size == 0:
+        return ts_ns
+    return ts_ns[~np.isin(trade_days(ts_ns), closed_trade_days(root))]

@@ -401,3 +401,25 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="ohlcv-1h"):
         generate(tmp_path, 1, schema="ohlcv-1h")
     assert generate(tmp_path, 0) == []
+
+
+def test_full_exchange_holidays_close_the_session_per_root_calendar():
+    """Regression: the generator once traded through holidays that the known-future inputs
+    (same pandas_market_calendars calendars) flag as closed."""
+    from foxhunt_pipeline.synthetic import iter_days
+    from foxhunt_pipeline.synthetic_session import trade_days
+
+    def trade_dates_by_root(start, days):
+        out: dict[int, set] = {}
+        for _, recs, _ in iter_days(days, roots=("ES", "ZN"), start=start):
+            for iid, td in zip(recs["instrument_id"], trade_days(recs["ts_event"]), strict=True):
+                out.setdefault(int(iid) // 10_000 % 10, set()).add(str(np.datetime64(int(td), "D")))
+        return out
+
+    new_year = trade_dates_by_root(date(2023, 12, 31), 3)
+    assert all("2024-01-01" not in dates for dates in new_year.values())
+    assert all("2024-01-02" in dates for dates in new_year.values())
+    good_friday = trade_dates_by_root(date(2024, 3, 28), 2)  # CME_Bond closed, CME_Equity open
+    es, zn = ROOTS["ES"].root_id, ROOTS["ZN"].root_id
+    assert "2024-03-29" in good_friday[es]
+    assert "2024-03-29" not in good_friday[zn]
