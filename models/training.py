@@ -386,10 +386,10 @@ def scaled_targets(dataset: WindowDataset) -> np.ndarray:
 def climatology_quantiles(data: TrainingData, quantiles: tuple[float, ...] | None = None
                           ) -> np.ndarray:
     """``[H, Q]`` unconditional quantiles of the training windows' scaled targets:
-    the baseline a forecaster must beat."""
-    q = quantiles if quantiles is not None else tuple(data.meta["quantiles"])
-    targets = scaled_targets(data.window_dataset("train"))
-    return np.nanquantile(targets, q, axis=0).T.astype(np.float32)
+    the baseline a forecaster must beat (one definition, in ``models.baselines``)."""
+    from models.baselines import climatology_quantiles as climatology
+
+    return climatology(data, quantiles).astype(np.float32)
 
 
 def quantile_loss_of(preds: np.ndarray, targets: np.ndarray, quantiles) -> float:
