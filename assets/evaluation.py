@@ -12,7 +12,7 @@ import polars as pl
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.training import load_dataset
 from foxhunt_pipeline import model_store, profiles
-from resources.mlflow_tracking import MLflowResource
+from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
@@ -87,13 +87,10 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     now = datetime.now(UTC)
     rows = evaluation_rows(family, pointer["version"], "fp32", report, context.run.run_id, now)
     warehouse.append_duckdb_table(storage.duckdb_path, EVALUATIONS_TABLE, rows)
-    client = mlflow.client()
-    for k, v in report.metrics.items():
-        f = _float_or_none(v)
-        if f is not None:
-            client.log_metric(pointer["mlflow_run_id"], f"test_{k}", f)
+    run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
+    run.log_metrics({f"test_{k}": f for k, v in report.metrics.items() if (f := _float_or_none(v)) is not None})
     for path in report.plots.values():
-        client.log_artifact(pointer["mlflow_run_id"], str(path), "evaluation")
+        run.log_artifact(Path(path), "evaluation")
     m = report.metrics
     return dg.MaterializeResult(
         metadata={

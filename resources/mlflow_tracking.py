@@ -87,10 +87,18 @@ class TrackedRun:
             self.client.log_param(self.run_id, k, str(v)[:500])
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        for k, v in metrics.items():
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                continue
-            self.client.log_metric(self.run_id, _metric_key(k), float(v), step=step or 0)
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [
+            Metric(_metric_key(k), float(v), now, step or 0)
+            for k, v in metrics.items()
+            if not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+        ]
+        for i in range(0, len(batch), 1000):  # one store round trip per 1000 (MLflow's batch cap)
+            self.client.log_batch(self.run_id, metrics=batch[i : i + 1000])
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
