@@ -3,6 +3,7 @@ Chromium and the GraphQL API, with automation left to run on its own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -120,10 +121,8 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
     except (subprocess.TimeoutExpired, ProcessLookupError):
         pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=30)
 
 
