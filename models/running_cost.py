@@ -4,15 +4,18 @@ Latency is timed per call at batch 1 (``perf_counter``, CUDA synchronised before
 the clock), after warm-up. Throughput is samples/s over back-to-back calls at larger
 batches. Peak memory is attributed to the measured calls only: on CUDA the allocator's
 peak since a reset; on CPU the growth of the process's peak RSS (``VmHWM``) over the RSS
-before the calls, with the high-water mark reset through ``/proc/self/clear_refs`` when
-the kernel allows it (else it can only report growth beyond the earlier peak).
+before the calls, with the high-water mark reset through ``/proc/self/clear_refs``. Some
+kernels and sandboxes refuse or ignore that reset, and then the earlier peak of the process
+would hide the calls' growth; there a background thread samples ``VmRSS`` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import resource
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -46,12 +49,41 @@ def _proc_status_kib(field: str) -> int | None:
 
 
 def _reset_peak_rss() -> bool:
+    """True only when the kernel really reset the high-water mark to the current RSS."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
     except OSError:
         return False
+    hwm, rss = _proc_status_kib("VmHWM"), _proc_status_kib("VmRSS")
+    return hwm is not None and rss is not None and hwm - rss <= 4096
+
+
+class _RssSampler:
+    """Highest ``VmRSS`` seen while running: the fallback when the peak cannot be reset."""
+
+    def __init__(self, interval_s: float = 0.0005) -> None:
+        self.interval_s = interval_s
+        self.peak_kib = _proc_status_kib("VmRSS") or 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            rss = _proc_status_kib("VmRSS")
+            if rss is not None and rss > self.peak_kib:
+                self.peak_kib = rss
+
+    def __enter__(self) -> _RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        rss = _proc_status_kib("VmRSS")
+        if rss is not None and rss > self.peak_kib:
+            self.peak_kib = rss
 
 
 def _peak_rss_kib() -> int:
@@ -92,10 +124,11 @@ def measure_running_cost(
         base_alloc = torch.cuda.memory_allocated(dev)
     else:
         rss_before = _proc_status_kib("VmRSS")
-        reset = _reset_peak_rss()
-        hwm_before = _peak_rss_kib()
+        reset = rss_before is not None and _reset_peak_rss()
+        hwm_before = _peak_rss_kib()  # without /proc: growth beyond the earlier peak only
+    sampler = _RssSampler() if not on_cuda and rss_before is not None and not reset else None
 
-    with torch.inference_mode():
+    with torch.inference_mode(), sampler or contextlib.nullcontext():
         for _ in range(warmup):
             _call(fn, x1)
         _sync(dev)
@@ -126,8 +159,9 @@ def measure_running_cost(
         out["peak_memory_mb"] = float(torch.cuda.max_memory_allocated(dev) - base_alloc) / 2**20
         out["peak_memory_total_mb"] = float(torch.cuda.max_memory_allocated(dev)) / 2**20
     else:
-        base = rss_before if (reset and rss_before is not None) else hwm_before
-        out["peak_memory_mb"] = max(0.0, (_peak_rss_kib() - base) / 1024.0)
+        peak = _peak_rss_kib() if sampler is None else sampler.peak_kib
+        base = hwm_before if rss_before is None else rss_before
+        out["peak_memory_mb"] = max(0.0, (peak - base) / 1024.0)
     if model is not None:
         out["n_parameters"] = float(sum(p.numel() for p in model.parameters()))
     if checkpoint_path is not None:
