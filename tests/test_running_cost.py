@@ -75,18 +75,16 @@ def test_peak_memory_without_a_resettable_high_water_mark(monkeypatch, kernel):
     earlier = np.ones(256 * 2**20 // 8)  # raise the process's high-water mark first
     del earlier
 
-    def clear_refs_refused(*a, **k):
-        raise PermissionError("clear_refs")
-
     real_open = open
 
-    def clear_refs_ignored(path, *a, **k):
-        if str(path) == "/proc/self/clear_refs":
-            return real_open(os.devnull, "w")
-        return real_open(path, *a, **k)
+    def clear_refs_refused_or_ignored(path, *a, **k):
+        if str(path) != "/proc/self/clear_refs":
+            return real_open(path, *a, **k)
+        if kernel == "refuses":
+            raise PermissionError(f"[Errno 13] Permission denied: {path!r}")
+        return real_open(os.devnull, "w")
 
-    monkeypatch.setattr("builtins.open", clear_refs_refused if kernel == "refuses"
-                        else clear_refs_ignored)
+    monkeypatch.setattr("builtins.open", clear_refs_refused_or_ignored)
     assert rc._reset_peak_rss() is False
 
     def hungry(x):
