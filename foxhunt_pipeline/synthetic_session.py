@@ -2,17 +2,22 @@
 
 Globex futures trade Sunday-Friday 17:00-16:00 America/Chicago with a daily
 halt 16:00-17:00 CT and the weekend close from Friday 16:00 to Sunday 17:00 CT.
-Full exchange holidays of the root's CME calendar (``pandas_market_calendars``, the same
-calendar the known-future inputs read) close that trade date's whole session; early closes
-are not modelled. Chicago's
+The root's CME calendar in ``pandas_market_calendars`` (the one the known-future inputs
+read, mapped by :func:`~foxhunt_pipeline.features.calendar_inputs.calendar_name`) then
+closes a full holiday's whole trade date and ends an early-close trade date (the day after
+Thanksgiving, Christmas Eve, Monday holidays...) at that day's ``market_close`` instead of
+16:00 CT: no bar starts at or after it until the next session opens at 17:00 CT as usual.
+Not modelled: intraday pauses inside a session, and the longer gap after an early close
+adds no extra reopening variance. Chicago's
 UTC offset is looked up with zoneinfo once per UTC hour, which is exact because
 US DST switches on the hour (at 02:00 local, Sunday, while Globex is closed).
 """
 
 from __future__ import annotations
 
+import warnings
 from datetime import UTC, date, datetime
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -128,21 +133,68 @@ def trade_days(ts_ns: np.ndarray) -> np.ndarray:
     return local // DAY_S + (local % DAY_S >= OPEN_S)
 
 
+def _calendar_of(root: str) -> str:
+    from foxhunt_pipeline.features.calendar_inputs import calendar_name
+
+    return calendar_name(root)
+
+
+def _calendar(name: str):
+    from foxhunt_pipeline.features.calendar_inputs import _calendar
+
+    return _calendar(name)
+
+
 @cache
-def closed_trade_days(root: str) -> np.ndarray:
-    """Full-holiday trade dates (days since the epoch) of the root's CME calendar."""
-    import warnings
-
-    from foxhunt_pipeline.features.calendar_inputs import _calendar, calendar_name
-
+def _holidays(calendar: str) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        holidays = _calendar(calendar_name(root)).holidays().holidays
+        holidays = _calendar(calendar).holidays().holidays
     return np.asarray(holidays, dtype="datetime64[D]").astype(np.int64)
 
 
+def closed_trade_days(root: str) -> np.ndarray:
+    """Full-holiday trade dates (days since the epoch) of the root's CME calendar."""
+    return _holidays(_calendar_of(root))
+
+
+@lru_cache(maxsize=256)
+def _early_closes_in_year(calendar: str, year: int) -> tuple[np.ndarray, np.ndarray]:
+    """(trade dates as days since the epoch, close as UTC ns) of the calendar's early closes
+    in ``year``: one schedule per calendar and year, so a run reads the calendar a few times."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = _calendar(calendar)
+        early = cal.early_closes(cal.schedule(f"{year}-01-01", f"{year}-12-31"))
+    days = early.index.to_numpy().astype("datetime64[D]").astype(np.int64)
+    close = early["market_close"].dt.tz_convert("UTC").dt.tz_localize(None)
+    return days, close.to_numpy().astype("datetime64[ns]").astype(np.int64)
+
+
+def early_closes(root: str, first_day: int, last_day: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted early-close trade dates (days since the epoch) between ``first_day`` and
+    ``last_day`` inclusive, with each one's close in UTC ns, per the root's calendar."""
+    calendar = _calendar_of(root)
+    first_year, last_year = (
+        int(np.datetime64(d, "D").astype("datetime64[Y]").astype(np.int64)) + 1970
+        for d in (first_day, last_day)
+    )
+    parts = [_early_closes_in_year(calendar, y) for y in range(first_year, last_year + 1)]
+    days = np.concatenate([p[0] for p in parts])
+    close = np.concatenate([p[1] for p in parts])
+    within = (days >= first_day) & (days <= last_day)
+    return days[within], close[within]
+
+
 def open_for(root: str, ts_ns: np.ndarray) -> np.ndarray:
-    """``ts_ns`` less the bars whose trade date is a full holiday for ``root``."""
+    """``ts_ns`` less the bars whose trade date is a full holiday for ``root`` and those at
+    or after the close of an early-close trade date."""
     if ts_ns.size == 0:
         return ts_ns
-    return ts_ns[~np.isin(trade_days(ts_ns), closed_trade_days(root))]
+    td = trade_days(ts_ns)
+    keep = ~np.isin(td, closed_trade_days(root))
+    days, close = early_closes(root, int(td.min()), int(td.max()))
+    if days.size:
+        i = np.minimum(np.searchsorted(days, td), days.size - 1)
+        keep &= ~((days[i] == td) & (ts_ns >= close[i]))
+    return ts_ns[keep]
