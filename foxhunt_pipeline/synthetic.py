@@ -12,73 +12,38 @@ child raw symbol (``ESH4``, ``ESM4``, ``ESH4-ESM4``) -> instrument_id for that
 day. Records are sorted by (ts_event, instrument_id); a UTC day without bars
 (Saturday) gets no file.
 
-The market, per root (all randomness from ``SeedSequence([seed, root_id,
-bar_seconds, day])``, state carried day to day, so a longer run from the same
-start reproduces a shorter one file for file):
+The package is split by concept, and every public name stays importable from here:
 
-* Session: Globex hours (:mod:`.synthetic_session`), bars only while open;
-  exchange holidays are not modelled. A bar is emitted only if it has trades,
-  so quiet bars (overnight, deferred months, spreads) are omitted.
-* Price: a latent "spot" S in ticks. Each bar moves it by an integer number of
-  ticks k_t, drawn so that E[k_t**2] = x_t**2 and sign(k_t) = sign(x_t), with
-  x_t = sigma_t * u_t (sigma_t in ticks).
-  - sigma_t = daily_vol * S / sqrt(bars per session) * season(t) * exp(h_t),
-    h_t the sum of two Gaussian AR(1) log-vol factors (half-lives of one
-    session and 30 minutes): volatility clustering. The first bar after the
-    daily halt or the weekend carries an extra gap variance.
-  - z_t: Student-t with 4 degrees of freedom scaled to unit variance (fat
-    tails).
-* THE PREDICTABLE COMPONENT (the only one): u_t = rho * u_{t-1} +
-  sqrt(1 - rho**2) * z_t with rho = :data:`AR1_RHO` = 0.1, at the bar size of
-  the schema. So consecutive one-bar close-to-close returns of an outright
-  have a lag-1 autocorrelation of about +0.05 to +0.1 (short-horizon
-  momentum; lowest for contracts whose sigma is under a tick, e.g. ZN at 1 s),
-  and two consecutive non-zero moves share their sign 57-64% of the time
-  instead of 50%. Nothing else about the sign of future returns is knowable.
-  ``random_walk=True`` sets rho = 0: every bar's sign is then i.i.d.
-  symmetric and independent of all past prices, volumes and volatility, which
-  keep exactly the same process (same seed: same sigma_t and |z_t|).
-  Volatility and volume stay forecastable in magnitude, as in real markets.
-* Contracts: quarterly outrights. At any instant the first two unexpired
-  contracts trade (expiry = last trade at 08:30 CT for equity index, 12:01 CT
-  for treasuries). Contract c prices at S + O_c, O_c a per-contract offset
-  that starts at the cost of carry to its expiry and moves +-1 tick a few times
-  a session (symmetric, so still a martingale). Volume migrates to the next
-  contract along a logistic centred on the roll date (8 calendar days before
-  expiry for equity index; 3 business days before the end of the month before
-  delivery for treasuries and metals; 3 business days before expiry for
-  energy), each side keeping at least 1.5%.
-* Calendar spreads ``FRONT-NEXT`` trade as their own instruments at O_front -
-  O_next (negative for ES: contango), volume 0.2% of the root's, peaking
-  around the roll.
-* Volume: a session's ``daily_volume`` spread by a U-shaped intraday profile,
-  scaled by the volatility state and |z_t|; trades ~ Poisson(volume / 4),
-  bar volume = trades + Poisson(3 * trades).
-* OHLC: open = the contract's price at the bar start, close at the end,
-  high/low extend max/min(open, close) by exponential tick counts; a
-  one-trade bar has open = high = low = close. All prices are integer ticks
-  times the root's tick size, in DBN 1e-9 fixed point.
+* :mod:`.synthetic_market`: the simulated market (price, volatility, the one predictable
+  component, contracts, spreads, volume, OHLC) and its constants.
+* :mod:`.synthetic_session`: Globex hours, holidays and early closes, seasonality.
+* :mod:`.synthetic_contracts`: instrument ids, last-trade instants, roll dates.
+* :mod:`.synthetic_large`: one large file for ingest benchmarks.
+* :mod:`.synthetic_dbn`: the byte-exact DBN writer.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
-from scipy.signal import lfilter
 
-from foxhunt_pipeline.instruments import (
-    ROOTS,
-    RootSpec,
-    contract_symbol,
-    expiry_date,
-    listed_contracts,
-    spec,
-    spread_symbol,
+# Every name this module defined or imported before the split stays importable from here;
+# the ``X as X`` ones are helpers callers may have reached through it, not its own API.
+from foxhunt_pipeline.instruments import ROOTS as ROOTS
+from foxhunt_pipeline.instruments import RootSpec as RootSpec
+from foxhunt_pipeline.instruments import contract_symbol as contract_symbol
+from foxhunt_pipeline.instruments import expiry_date as expiry_date
+from foxhunt_pipeline.instruments import listed_contracts as listed_contracts
+from foxhunt_pipeline.instruments import spec as spec
+from foxhunt_pipeline.instruments import spread_symbol as spread_symbol
+from foxhunt_pipeline.synthetic_contracts import (
+    LAST_TRADE_CT,
+    instrument_id_for,
+    last_trade_ns,
+    roll_centre_ns,
 )
 from foxhunt_pipeline.synthetic_dbn import (
     FIXED_PRICE_SCALE,
@@ -90,317 +55,88 @@ from foxhunt_pipeline.synthetic_dbn import (
     ohlcv_records,
     sort_records,
 )
+from foxhunt_pipeline.synthetic_large import LARGE_FILE_ROOTS, generate_large_file
+from foxhunt_pipeline.synthetic_market import (
+    AR1_RHO,
+    AVG_TRADE_SIZE,
+    BASIS_MOVES_PER_SESSION,
+    CARRY_BY_CLASS,
+    GAP_VAR_PER_CLOSED_DAY,
+    GENERATED_SCHEMAS,
+    MIN_CONTRACT_SHARE,
+    RANGE_EXTENSION,
+    ROLL_WIDTH_DAYS,
+    SPREAD_ROLL_SHARE,
+    SPREAD_ROLL_WIDTH_DAYS,
+    SPREAD_SHARE,
+    T_DOF,
+    VOL_FAST_HALF_LIFE_S,
+    VOL_FAST_SD,
+    VOL_SLOW_HALF_LIFE_S,
+    VOL_SLOW_SD,
+    WEEKEND_CLOSED_HOURS,
+    RootSimulator,
+    SimParams,
+    check_args,
+)
+from foxhunt_pipeline.synthetic_session import CHICAGO as CHICAGO
 from foxhunt_pipeline.synthetic_session import (
-    CHICAGO,
+    DAY_S,
     NS,
-    OPEN_S,
-    bars_per_session,
-    chicago_clock,
     open_for,
-    seasonality,
     session_bar_starts,
     utc_day_start_ns,
 )
+from foxhunt_pipeline.synthetic_session import OPEN_S as OPEN_S
+from foxhunt_pipeline.synthetic_session import bars_per_session as bars_per_session
+from foxhunt_pipeline.synthetic_session import chicago_clock as chicago_clock
+from foxhunt_pipeline.synthetic_session import seasonality as seasonality
 
 __all__ = [
     "AR1_RHO",
+    "AVG_TRADE_SIZE",
+    "BASIS_MOVES_PER_SESSION",
+    "CARRY_BY_CLASS",
+    "FIXED_PRICE_SCALE",
+    "GAP_VAR_PER_CLOSED_DAY",
     "GENERATED_SCHEMAS",
+    "LARGE_FILE_ROOTS",
+    "LAST_TRADE_CT",
     "LandedFileConflict",
+    "MIN_CONTRACT_SHARE",
     "Mapping",
+    "NS",
     "OHLCV_DTYPE",
+    "RANGE_EXTENSION",
+    "ROLL_WIDTH_DAYS",
+    "SPREAD_ROLL_SHARE",
+    "SPREAD_ROLL_WIDTH_DAYS",
+    "SPREAD_SHARE",
+    "STEP_SECONDS",
+    "T_DOF",
+    "VOL_FAST_HALF_LIFE_S",
+    "VOL_FAST_SD",
+    "VOL_SLOW_HALF_LIFE_S",
+    "VOL_SLOW_SD",
+    "WEEKEND_CLOSED_HOURS",
     "dbn_file_name",
     "generate",
     "generate_file",
     "generate_large_file",
     "instrument_id_for",
     "iter_days",
+    "last_trade_ns",
     "ohlcv_records",
+    "open_for",
+    "roll_centre_ns",
+    "session_bar_starts",
+    "sort_records",
+    "utc_day_start_ns",
 ]
-
-GENERATED_SCHEMAS = ("ohlcv-1m", "ohlcv-1s")
-AR1_RHO = 0.1  # the documented predictable component: AR(1) of latent 1-bar returns
-T_DOF = 4.0
-VOL_SLOW_SD, VOL_SLOW_HALF_LIFE_S = 0.35, 23 * 3600
-VOL_FAST_SD, VOL_FAST_HALF_LIFE_S = 0.30, 1800
-GAP_VAR_PER_CLOSED_DAY = 0.10  # in units of a session's variance
-WEEKEND_CLOSED_HOURS = 49
-BASIS_MOVES_PER_SESSION = 6.0
-ROLL_WIDTH_DAYS = 1.2
-MIN_CONTRACT_SHARE = 0.015
-SPREAD_SHARE, SPREAD_ROLL_SHARE, SPREAD_ROLL_WIDTH_DAYS = 0.002, 0.03, 2.5
-AVG_TRADE_SIZE = 4.0
-RANGE_EXTENSION = 0.35  # mean high/low extension, in units of the bar's sigma
-CARRY_BY_CLASS = {"equity_index": 0.036, "rates": -0.015, "energy": -0.05, "metals": 0.05}
-LAST_TRADE_CT = {
-    "third_friday": time(8, 30),
-    "treasury": time(12, 1),
-    "energy": time(13, 30),
-    "metals": time(12, 30),
-}
-_DAY_NS = 86_400 * NS
-_T_SCALE = math.sqrt((T_DOF - 2.0) / T_DOF)  # Student-t -> unit variance
-_MEAN_ABS_Z = 1.0 * _T_SCALE  # E|T_4| = 1
 
 
 def dbn_file_name(day: date, schema: str) -> str:
     return f"glbx-mdp3-{day:%Y%m%d}.{schema}.dbn.zst"
-
-
-def instrument_id_for(root: str, year: int, month: int, spread: bool = False) -> int:
-    """Stable synthetic instrument_id: the same contract has the same id in every file."""
-    return (
-        100_000 + spec(root).root_id * 10_000 + (5_000 if spread else 0) + (year % 100) * 12 + month
-    )
-
-
-def _ct_ns(d: date, t: time) -> int:
-    return int(datetime.combine(d, t, tzinfo=CHICAGO).timestamp()) * NS
-
-
-def last_trade_ns(root: str, year: int, month: int) -> int:
-    s = spec(root)
-    return _ct_ns(expiry_date(root, year, month), LAST_TRADE_CT.get(s.expiry_rule, time(16, 0)))
-
-
-def roll_centre_ns(root: str, year: int, month: int) -> int:
-    """Midday CT of the day the next contract's volume overtakes this one's."""
-    s = spec(root)
-    exp = expiry_date(root, year, month)
-    if s.expiry_rule == "third_friday":
-        d = exp - timedelta(days=8)
-    elif s.expiry_rule == "energy":
-        d = np.busday_offset(exp, -3, roll="backward").astype(date)
-    else:  # treasury, metals: before first notice at the end of the month before delivery
-        month_start = np.datetime64(date(year, month, 1))
-        last_prior = np.busday_offset(month_start - np.timedelta64(1, "D"), 0, roll="backward")
-        d = np.busday_offset(last_prior, -3, roll="backward").astype(date)
-    return _ct_ns(d, time(12, 0))
-
-
-def _ar1(innov: np.ndarray, phi: float, gain: float, prev: float) -> np.ndarray:
-    """y_t = phi * y_{t-1} + gain * innov_t, starting from y_{-1} = prev."""
-    if innov.size == 0:
-        return innov.astype(np.float64)
-    y, _ = lfilter([gain], [1.0, -phi], innov, zi=[phi * prev])
-    return y
-
-
-def _tick_moves(x: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-    """Integer ticks with the sign of x and E[k**2] = x**2 (variance-preserving rounding,
-    so a sub-tick sigma still moves the price, just rarely)."""
-    a = np.abs(x)
-    lo = np.floor(a)
-    q = (a * a - lo * lo) / (2.0 * lo + 1.0)
-    return (np.sign(x) * (lo + (uniform < q))).astype(np.int64)
-
-
-@dataclass
-class _RootState:
-    spot: int  # latent price, ticks
-    u: float = 0.0
-    h_slow: float = 0.0
-    h_fast: float = 0.0
-    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Params:
-    step_s: int
-    rho: float
-    start: date
-
-
-class _RootSimulator:
-    def __init__(self, root: str, seed: int, params: _Params) -> None:
-        self.spec: RootSpec = spec(root)
-        self.root = root
-        self.seed = seed
-        self.p = params
-        self.tick_fixed = round(self.spec.tick_size * FIXED_PRICE_SCALE)
-        if abs(self.tick_fixed - self.spec.tick_size * FIXED_PRICE_SCALE) > 1e-6:
-            raise ValueError(
-                f"{root}: tick size {self.spec.tick_size} is not exact in 1e-9 fixed point"
-            )
-        self.state = _RootState(spot=round(self.spec.price_level / self.spec.tick_size))
-        self.n_session = bars_per_session(params.step_s)
-        self.phi_slow = 0.5 ** (params.step_s / VOL_SLOW_HALF_LIFE_S)
-        self.phi_fast = 0.5 ** (params.step_s / VOL_FAST_HALF_LIFE_S)
-
-    def _offset(self, ym: tuple[int, int]) -> int:
-        if ym not in self.state.offsets:
-            carry = CARRY_BY_CLASS.get(self.spec.asset_class, 0.0)
-            days = (expiry_date(self.root, *ym) - self.p.start).days
-            self.state.offsets[ym] = round(
-                self.spec.price_level * carry * days / 365 / self.spec.tick_size
-            )
-        return self.state.offsets[ym]
-
-    def simulate_day(self, day: date, ts: np.ndarray) -> tuple[np.ndarray, list[Mapping]]:
-        n = ts.size
-        if n == 0:
-            return np.empty(0, dtype=OHLCV_DTYPE), []
-        sp, st, step = self.spec, self.state, self.p.step_s
-        rng = np.random.default_rng(
-            np.random.SeedSequence([self.seed, sp.root_id, step, day.toordinal()])
-        )
-        wd, sod = chicago_clock(ts)
-        vol_season, volume_share = seasonality(sod, sp.asset_class, step)
-
-        # volatility state and the return innovations
-        eta = rng.standard_normal((2, n))
-        h_slow = _ar1(
-            eta[0], self.phi_slow, VOL_SLOW_SD * math.sqrt(1 - self.phi_slow**2), st.h_slow
-        )
-        h_fast = _ar1(
-            eta[1], self.phi_fast, VOL_FAST_SD * math.sqrt(1 - self.phi_fast**2), st.h_fast
-        )
-        h = h_slow + h_fast
-        h_var = VOL_SLOW_SD**2 + VOL_FAST_SD**2
-        z = rng.standard_t(T_DOF, n) * _T_SCALE
-        u = _ar1(z, self.p.rho, math.sqrt(1 - self.p.rho**2), st.u)
-
-        session_sd = sp.daily_vol * st.spot  # ticks
-        sigma = session_sd / math.sqrt(self.n_session) * vol_season * np.exp(h - h_var)
-        reopen = sod == OPEN_S
-        closed_h = np.where(wd == 6, WEEKEND_CLOSED_HOURS, 1)
-        gap_var = GAP_VAR_PER_CLOSED_DAY * closed_h / 24.0 * session_sd**2
-        sigma = np.where(reopen, np.sqrt(sigma**2 + gap_var), sigma)
-        moves = _tick_moves(sigma * u, rng.random(n))
-        spot_end = st.spot + np.cumsum(moves)
-        spot_start = np.concatenate(([st.spot], spot_end[:-1]))
-        st.spot, st.u, st.h_slow, st.h_fast = (
-            int(spot_end[-1]),
-            float(u[-1]),
-            float(h_slow[-1]),
-            float(h_fast[-1]),
-        )
-
-        activity = np.exp(h - 0.5 * h_var) * (0.5 + 0.5 * np.abs(z) / _MEAN_ABS_Z)
-        lam_total = sp.daily_volume * volume_share * activity
-
-        # contracts: the first two unexpired trade at each instant
-        cands = listed_contracts(
-            self.root, day - timedelta(days=1), day + timedelta(days=2), extra=2
-        )
-        last = np.array([last_trade_ns(self.root, *c) for c in cands], dtype=np.int64)
-        front_idx = np.searchsorted(last, ts, side="right")
-        if front_idx.max() + 1 >= len(cands):
-            raise RuntimeError(f"{self.root}: not enough listed contracts after {day}")
-        used = range(int(front_idx.min()), int(front_idx.max()) + 2)
-        p_move = BASIS_MOVES_PER_SESSION / self.n_session
-        offset_end: dict[int, np.ndarray] = {}
-        offset_start: dict[int, np.ndarray] = {}
-        for i in used:
-            jump = (rng.random(n) < p_move) * rng.choice(np.array([-1, 1]), n)
-            o0 = self._offset(cands[i])
-            path = o0 + np.cumsum(jump)
-            offset_end[i], offset_start[i] = path, np.concatenate(([o0], path[:-1]))
-            st.offsets[cands[i]] = int(path[-1])
-
-        chunks: list[np.ndarray] = []
-        mappings: list[Mapping] = []
-        next_day = day + timedelta(days=1)
-        seen: set[int] = set()
-
-        def add(
-            symbol: str,
-            iid: int,
-            sel: np.ndarray,
-            o: np.ndarray,
-            c: np.ndarray,
-            lam: np.ndarray,
-            ext: np.ndarray | float,
-        ) -> None:
-            if iid not in seen:
-                seen.add(iid)
-                mappings.append(Mapping(symbol, iid, day, next_day))
-            chunks.append(self._bars(rng, iid, ts[sel], o, c, lam, ext))
-
-        for i in np.unique(front_idx):
-            sel = front_idx == i
-            (fy, fm), (ny, nm) = cands[i], cands[i + 1]
-            t_days = (ts[sel] - roll_centre_ns(self.root, fy, fm)) / _DAY_NS
-            s_next = MIN_CONTRACT_SHARE + (1 - 2 * MIN_CONTRACT_SHARE) / (
-                1 + np.exp(-t_days / ROLL_WIDTH_DAYS)
-            )
-            lam = lam_total[sel]
-            ext = RANGE_EXTENSION * sigma[sel]
-            front_sym, next_sym = (
-                contract_symbol(self.root, fy, fm),
-                contract_symbol(self.root, ny, nm),
-            )
-            for j, sym, share in ((i, front_sym, 1 - s_next), (i + 1, next_sym, s_next)):
-                y, m = cands[j]
-                add(
-                    sym,
-                    instrument_id_for(self.root, y, m),
-                    sel,
-                    spot_start[sel] + offset_start[j][sel],
-                    spot_end[sel] + offset_end[j][sel],
-                    lam * share,
-                    ext,
-                )
-            spread_share = SPREAD_SHARE + SPREAD_ROLL_SHARE * np.exp(
-                -0.5 * (t_days / SPREAD_ROLL_WIDTH_DAYS) ** 2
-            )
-            add(
-                spread_symbol(front_sym, next_sym),
-                instrument_id_for(self.root, fy, fm, spread=True),
-                sel,
-                offset_start[i][sel] - offset_start[i + 1][sel],
-                offset_end[i][sel] - offset_end[i + 1][sel],
-                lam * spread_share,
-                0.25,
-            )
-        return np.concatenate(chunks), mappings
-
-    def _bars(
-        self,
-        rng: np.random.Generator,
-        iid: int,
-        ts: np.ndarray,
-        o: np.ndarray,
-        c: np.ndarray,
-        lam: np.ndarray,
-        ext: np.ndarray | float,
-    ) -> np.ndarray:
-        trades = rng.poisson(lam / AVG_TRADE_SIZE)
-        volume = trades + rng.poisson(trades * (AVG_TRADE_SIZE - 1.0))
-        ext = np.broadcast_to(ext, ts.shape)
-        up = np.floor(rng.exponential(1.0, ts.size) * ext).astype(np.int64)
-        dn = np.floor(rng.exponential(1.0, ts.size) * ext).astype(np.int64)
-        keep = trades > 0
-        single = trades[keep] == 1
-        o, c, up, dn = o[keep], c[keep], up[keep], dn[keep]
-        o = np.where(single, c, o)
-        high = np.where(single, c, np.maximum(o, c) + up)
-        low = np.where(single, c, np.minimum(o, c) - dn)
-        f = self.tick_fixed
-        return ohlcv_records(
-            iid,
-            ts[keep],
-            o * f,
-            high * f,
-            low * f,
-            c * f,
-            volume[keep],
-            schema=_schema_for_step(self.p.step_s),
-        )
-
-
-def _schema_for_step(step_s: int) -> str:
-    return next(s for s, v in STEP_SECONDS.items() if v == step_s)
-
-
-def _check_args(roots: Sequence[str], schema: str) -> None:
-    if schema not in GENERATED_SCHEMAS:
-        raise ValueError(
-            f"schema {schema!r} is not generated; use one of {', '.join(GENERATED_SCHEMAS)}"
-        )
-    if not roots:
-        raise ValueError("no roots given")
-    for r in roots:
-        spec(r)
 
 
 def iter_days(
@@ -412,10 +148,10 @@ def iter_days(
     random_walk: bool = False,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping]]]:
     """(UTC day, sorted records, mappings) for each day, without writing anything."""
-    _check_args(roots, schema)
+    check_args(roots, schema)
     step = STEP_SECONDS[schema]
-    params = _Params(step_s=step, rho=0.0 if random_walk else AR1_RHO, start=start)
-    sims = [_RootSimulator(r, seed, params) for r in roots]
+    params = SimParams(step_s=step, rho=0.0 if random_walk else AR1_RHO, start=start)
+    sims = [RootSimulator(r, seed, params) for r in roots]
     for i in range(days):
         day = start + timedelta(days=i)
         ts = session_bar_starts(day, step)
@@ -461,99 +197,9 @@ def generate(
                 recs,
                 schema=schema,
                 start=t0,
-                end=t0 + _DAY_NS,
+                end=t0 + DAY_S * NS,
                 symbols=symbols,
                 mappings=maps,
             )
         )
     return written
-
-
-LARGE_FILE_ROOTS = ("ES", "ZN", "NQ", "CL", "GC")
-
-
-def generate_large_file(
-    path: Path,
-    n_records: int,
-    schema: str = "ohlcv-1s",
-    n_instruments: int = 2,
-    seed: int = 7,
-    start: date = date(2024, 1, 2),
-) -> Path:
-    """One big DBN file for benchmarks: ``n_instruments`` front contracts (ES, ZN, NQ, CL,
-    GC, then their next contracts) each with a bar in every session second (or minute),
-    OHLC-consistent, on the tick grid, exactly ``n_records`` records, streamed through zstd
-    one day at a time (memory stays at one day's records)."""
-    _check_args(("ES",), schema)
-    if n_records < 0 or n_instruments < 1:
-        raise ValueError("n_records must be >= 0 and n_instruments >= 1")
-    step = STEP_SECONDS[schema]
-    insts = []
-    for k in range(n_instruments):
-        root = LARGE_FILE_ROOTS[k % len(LARGE_FILE_ROOTS)]
-        ym = listed_contracts(root, start, start + timedelta(days=1))[k // len(LARGE_FILE_ROOTS)]
-        insts.append((root, ym))
-    plan: list[tuple[date, np.ndarray]] = []
-    total, day = 0, start
-    while total < n_records:
-        ts = session_bar_starts(day, step)
-        if ts.size:
-            take = min(ts.size, -(-(n_records - total) // n_instruments))
-            plan.append((day, ts[:take]))
-            total += take * n_instruments
-        day += timedelta(days=1)
-    end_day = plan[-1][0] + timedelta(days=1) if plan else start + timedelta(days=1)
-    mappings = [
-        Mapping(contract_symbol(r, *ym), instrument_id_for(r, *ym), start, end_day)
-        for r, ym in insts
-    ]
-    ids = np.array([m.instrument_id for m in mappings], dtype=np.uint32)
-    specs = [ROOTS[r] for r, _ in insts]
-    ticks = np.array([s.tick_size for s in specs])
-    tick_fixed = np.array([round(t * FIXED_PRICE_SCALE) for t in ticks], dtype=np.int64)
-    sd = np.array([s.daily_vol * s.price_level / s.tick_size for s in specs]) / math.sqrt(
-        bars_per_session(step)
-    )
-    level = np.array([round(s.price_level / s.tick_size) for s in specs], dtype=np.int64)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, n_instruments, step]))
-
-    def chunks() -> Iterator[np.ndarray]:
-        nonlocal level
-        remaining = n_records
-        for _day, ts in plan:
-            n = ts.size
-            moves = _tick_moves(
-                rng.standard_normal((n, len(insts))) * sd, rng.random((n, len(insts)))
-            )
-            close = level + np.cumsum(moves, axis=0)
-            open_ = np.vstack([level, close[:-1]])
-            level = close[-1]
-            up = np.floor(rng.exponential(RANGE_EXTENSION, close.shape) * sd).astype(np.int64)
-            dn = np.floor(rng.exponential(RANGE_EXTENSION, close.shape) * sd).astype(np.int64)
-            high, low = np.maximum(open_, close) + up, np.minimum(open_, close) - dn
-            volume = 1 + rng.poisson(20.0, close.shape)
-            recs = ohlcv_records(
-                ids[None, :],
-                ts[:, None],
-                open_ * tick_fixed,
-                high * tick_fixed,
-                low * tick_fixed,
-                close * tick_fixed,
-                volume,
-                schema=schema,
-            )
-            recs = recs[:remaining]
-            remaining -= recs.size
-            yield recs
-
-    first = int(plan[0][1][0]) if plan else utc_day_start_ns(start)
-    last = int(plan[-1][1][-1]) + step * NS if plan else first
-    return generate_file(
-        path,
-        chunks(),
-        schema=schema,
-        start=first,
-        end=last,
-        symbols=[f"{r}.FUT" for r in dict.fromkeys(r for r, _ in insts)],
-        mappings=mappings,
-    )
