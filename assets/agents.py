@@ -1,12 +1,11 @@
 """Agent training assets: DQN and PPO (stable-baselines3) on the window environment, on the
 ``gpu`` pool like the forecasters, requested once per new training_dataset."""
 
-import time
 
 import dagster as dg
 
 from assets.common import code_version_of
-from assets.training import TRAINING_KW, load_dataset, profile_default
+from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
 from foxhunt_pipeline import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -59,7 +58,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
     agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
     registered = model_store.REGISTERED_NAMES[family]
-    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run.run_id[:8]}"
+    run_dir = new_run_dir(storage, family, context.run.run_id)
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
 
@@ -77,10 +76,9 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
         run.set_tags({"precision": "fp32", "registered_version": version})
         run_id = run.run_id
-    model_store.publish(storage.checkpoints, family, {
-        "family": family, "checkpoint": str(run_dir / "policy"), "mlflow_run_id": run_id,
-        "registered_model": registered, "version": version, "dagster_run_id": context.run.run_id,
-        "feature_hash": data.meta["feature_hash"],
+    where = publish_run(storage, family, run_dir, run_dir / "policy", {
+        "mlflow_run_id": run_id, "registered_model": registered, "version": version,
+        "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
     })
     return dg.MaterializeResult(
         metadata={
@@ -90,7 +88,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "device": choice.name,
             "mlflow_run_id": run_id,
             "registered_model": f"{registered} v{version}",
-            "policy": dg.MetadataValue.path(str(paths["weights"])),
+            "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),
         }
     )
 

@@ -11,7 +11,7 @@ import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.training import load_dataset
-from foxhunt_pipeline import model_store, profiles
+from foxhunt_pipeline import profiles
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -75,9 +75,13 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     from foxhunt_pipeline import warehouse
 
     data = load_dataset(storage)
-    pointer = model_store.current(storage.checkpoints, family)
+    try:
+        pointer, checkpoint, run_dir = storage.current_model(family)
+    except FileNotFoundError as e:
+        raise dg.Failure(str(e)) from e
+    pointer = {**pointer, "checkpoint": str(checkpoint)}  # the local copy, for the loaders
     device = str(torch_device.choose().device)
-    out_dir = Path(pointer["checkpoint"]).parent.parent / "evaluation"
+    out_dir = run_dir / "evaluation"
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
                   latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
     if family in ("tft", "mamba2"):
@@ -91,6 +95,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     run.log_metrics({f"test_{k}": f for k, v in report.metrics.items() if (f := _float_or_none(v)) is not None})
     for path in report.plots.values():
         run.log_artifact(Path(path), "evaluation")
+    storage.store_run_outputs(pointer, run_dir, out_dir)
     m = report.metrics
     return dg.MaterializeResult(
         metadata={

@@ -8,7 +8,6 @@ from assets.ingestion import continuous_bars
 from resources.storage import FoxhuntStorage
 
 FEATURES_CHECK = "features_contract"
-DATASET_DIR = "training_dataset"
 
 
 class FeaturesConfig(dg.Config):
@@ -49,22 +48,22 @@ class DatasetConfig(dg.Config):
     "(s_*) and forward-return targets (y_1..y_5) on a regular in-session grid.",
 )
 def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage: FoxhuntStorage):
-    from foxhunt_pipeline import warehouse
+    from foxhunt_pipeline import object_store
     from foxhunt_pipeline.features import FeatureConfig, build_features
     from foxhunt_pipeline.features.schema import validate_features
 
-    source = storage.table_dir("continuous_bars") / "data.parquet"
-    if not source.exists():
+    source = storage.table_path("continuous_bars")
+    if not source.is_file():
         raise dg.Failure(f"{source} is missing: materialize continuous_bars first")
     cfg = FeatureConfig(min_rows_policy=config.min_rows_policy)
     if config.groups:
         cfg = FeatureConfig(groups=tuple(config.groups), min_rows_policy=config.min_rows_policy)
-    frame = build_features(pl.read_parquet(source), cfg)
+    frame = build_features(object_store.read_parquet(source), cfg)
     result = validate_features(frame)
-    path = storage.table_dir("features") / "data.parquet"
+    path = storage.table_path("features")
     if result.passed:
-        warehouse.write_parquet_atomic(frame, path)
-        warehouse.refresh_duckdb_views(storage.duckdb_path, storage.warehouse)
+        object_store.write_parquet(frame, path)
+        object_store.refresh_duckdb_views(storage.duckdb_path, storage.warehouse_root)
     else:
         context.log.error(f"features contract failed: {result.message}; previous version kept")
     groups = {p: sum(c.startswith(p) for c in frame.columns) for p in ("f_", "k_", "s_", "y_")}
@@ -94,14 +93,14 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     "matrix per split plus window start indices.",
 )
 def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
+    from foxhunt_pipeline import dataset_store, object_store
     from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
     from foxhunt_pipeline.features.dataset import build_training_dataset
 
-    source = storage.table_dir("features") / "data.parquet"
-    frame = pl.read_parquet(source)
+    frame = object_store.read_parquet(storage.table_path("features"))
     test_fraction = 1.0 - config.train_fraction - config.validation_fraction
-    closes = pl.read_parquet(
-        storage.table_dir("continuous_bars") / "data.parquet", columns=["ts_event", "root", "close"]
+    closes = object_store.read_parquet(
+        storage.table_path("continuous_bars"), columns=["ts_event", "root", "close"]
     )
     data = build_training_dataset(
         frame,
@@ -112,7 +111,7 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
         ),
         close_prices=closes,
     )
-    path = data.save(storage.warehouse / DATASET_DIR)
+    path = dataset_store.save(data, storage.warehouse_root, storage.scratch)
     splits = data.meta["splits"]
     table = pl.DataFrame(
         [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]

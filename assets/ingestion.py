@@ -1,8 +1,11 @@
 """Ingestion assets: landed DBN files -> validated raw_bars partitions -> continuous_bars."""
 
 
-import os
+import contextlib
+import shutil
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -14,6 +17,28 @@ landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
 
 RAW_CHECK = "raw_bars_contract"
 CONTINUOUS_CHECK = "continuous_bars_contract"
+
+
+@contextlib.contextmanager
+def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
+    """The landed file as a local path: itself on a local landing zone, else a scratch copy
+    (removed afterwards; the landed object is never touched)."""
+    from foxhunt_pipeline import artifact_sync
+
+    src = storage.landing_root / key
+    if not src.is_file():
+        raise dg.Failure(f"landed file {src} for partition {key!r} does not exist")
+    local = artifact_sync.local_path(src)
+    if local is not None:
+        yield local
+        return
+    copy_dir = storage.scratch / "landed" / uuid.uuid4().hex
+    copy_dir.mkdir(parents=True)
+    try:
+        src.fs.get_file(src.path, str(copy_dir / key))
+        yield copy_dir / key
+    finally:
+        shutil.rmtree(copy_dir, ignore_errors=True)
 
 
 @dg.asset(
@@ -36,36 +61,30 @@ CONTINUOUS_CHECK = "continuous_bars_contract"
     "quarantine and the previous version of the partition stays live.",
 )
 def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
-    from foxhunt_pipeline import dbn_decode, warehouse
+    from foxhunt_pipeline import dbn_decode, object_store
 
     key = context.partition_key
-    src = storage.landing / key
-    if not src.exists():
-        raise dg.Failure(f"landed file {src} for partition {key!r} does not exist")
-    staging_dir = storage.warehouse / "_staging"
-    staging_dir.mkdir(parents=True, exist_ok=True)
-    staging = staging_dir / f"{uuid.uuid4().hex}.parquet"
-    try:
-        report = dbn_decode.ingest_dbn_file(src, staging, validate=True)
-    except dbn_decode.DbnInputError as e:
-        raise dg.Failure(description=str(e), allow_retries=False) from e
+    root = storage.warehouse_root
+    with landed_copy(storage, key) as src:
+        staging = storage.scratch / "staging" / f"{uuid.uuid4().hex}.parquet"
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            report = dbn_decode.ingest_dbn_file(src, staging, source_file=key, validate=True)
+        except dbn_decode.DbnInputError as e:
+            raise dg.Failure(description=str(e), allow_retries=False) from e
     for w in report.warnings:
         context.log.warning(f"{key}: {w}")
 
     result = report.validation  # streamed: the partition never sits in memory whole
     preview = pl.read_parquet(staging, n_rows=10)
-    live = warehouse.raw_bars_partition_path(storage.warehouse, key)
+    live = object_store.raw_bars_partition_upath(root, key)
     if result.passed:
-        live.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging, live)
-        where = live
+        where = object_store.put_file(staging, live)
     else:
-        quarantine = storage.warehouse / "_quarantine" / "raw_bars" / live.parent.name
-        quarantine.mkdir(parents=True, exist_ok=True)
-        where = quarantine / "data.parquet"
-        os.replace(staging, where)
+        where = object_store.put_file(
+            staging, root / "_quarantine" / "raw_bars" / live.parent.name / "data.parquet")
         context.log.error(f"{key}: contract failed, kept at {where}; live partition unchanged")
-    warehouse.refresh_duckdb_views(storage.duckdb_path, storage.warehouse)
+    object_store.refresh_duckdb_views(storage.duckdb_path, root)
 
     yield dg.MaterializeResult(
         metadata={
@@ -102,15 +121,16 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
     "for the rule), de-duplicated across landed files; roll table in DuckDB `rolls`.",
 )
 def continuous_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
-    from foxhunt_pipeline import continuous, schemas, warehouse
+    from foxhunt_pipeline import continuous, object_store, schemas
 
-    raw = warehouse.scan_raw_bars(storage.warehouse)
+    root = storage.warehouse_root
+    raw = object_store.scan_raw_bars(root)
     frame, rolls = continuous.build_continuous(raw)
     result = schemas.validate_frame(frame, schemas.continuous_bars_schema())
-    path = storage.table_dir("continuous_bars") / "data.parquet"
+    path = storage.table_path("continuous_bars")
     if result.passed:
-        warehouse.write_parquet_atomic(frame, path)
-        warehouse.refresh_duckdb_views(storage.duckdb_path, storage.warehouse, rolls=rolls)
+        object_store.write_parquet(frame, path)
+        object_store.refresh_duckdb_views(storage.duckdb_path, root, rolls=rolls)
     else:
         context.log.error("continuous_bars contract failed; previous version left in place")
     per_root = (

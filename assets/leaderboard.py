@@ -123,7 +123,8 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
         context.log.info(f"{scope}: {name} v{d.winner['version']} is now {CHAMPION_ALIAS}")
     table = leaderboard_markdown(rows + baseline_rows(baselines), config.metric, config.higher_is_better)
     text = f"## Leaderboard (by {config.metric})\n\n{table}\n\n### Champion decisions\n\n" + "\n".join(lines)
-    out = storage.table_dir("model_leaderboard") / "leaderboard.md"
+    out = storage.warehouse_root / "model_leaderboard" / "leaderboard.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
     return dg.MaterializeResult(
         metadata={

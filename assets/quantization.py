@@ -32,8 +32,12 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
     from models.quantization_report import quantize_agent, quantize_forecaster
 
     data = load_dataset(storage)
-    pointer = model_store.current(storage.checkpoints, family)
-    out_dir = Path(pointer["checkpoint"]).parent.parent / "quantized"
+    try:
+        pointer, checkpoint, run_dir = storage.current_model(family)
+    except FileNotFoundError as e:
+        raise dg.Failure(str(e)) from e
+    pointer = {**pointer, "checkpoint": str(checkpoint)}  # the local copy, for the loaders
+    out_dir = run_dir / "quantized"
     tolerance = Tolerance(
         max_rel_loss_increase=config.max_rel_loss_increase, min_action_agreement=config.min_action_agreement,
         max_sharpe_drop=DEFAULT_TOLERANCE.max_sharpe_drop, max_slowdown=DEFAULT_TOLERANCE.max_slowdown,
@@ -53,6 +57,7 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
                                 precisions=config.precisions)
     report_path = report.to_json(out_dir / "quantization.json")
     versions = _register(family, pointer, report, mlflow) if config.register_accepted else {}
+    stored = storage.store_run_outputs(pointer, run_dir, out_dir)
     table = pl.DataFrame([{k: v for k, v in r.items() if isinstance(v, str | int | float | bool)} for r in report.rows])
     for precision, artifact in report.artifacts.items():
         context.log.info(f"{family} {precision}: artifact {artifact}")
@@ -62,10 +67,16 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
             "reason": report.reason,
             "variants": dg.MetadataValue.md(markdown_table(table)),
             "registered_versions": json.dumps(versions),
-            "report": dg.MetadataValue.path(str(report_path)),
-            **{f"artifact_{p}": dg.MetadataValue.path(str(a)) for p, a in report.artifacts.items()},
+            "report": dg.MetadataValue.path(_at(stored, out_dir, report_path)),
+            **{f"artifact_{p}": dg.MetadataValue.path(_at(stored, out_dir, a))
+               for p, a in report.artifacts.items()},
         }
     )
+
+
+def _at(stored: str, out_dir: Path, path) -> str:
+    """``path`` under ``out_dir`` as it is named where ``out_dir`` was stored."""
+    return model_store.located(stored, out_dir, Path(path))
 
 
 def _register(family: str, pointer: dict, report, mlflow: MLflowResource) -> dict[str, str]:

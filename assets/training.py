@@ -7,8 +7,8 @@ from pathlib import Path
 import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.features import DATASET_DIR, training_dataset
-from foxhunt_pipeline import deploy_profile, model_store, profiles
+from assets.features import training_dataset
+from foxhunt_pipeline import dataset_store, deploy_profile, model_store, profiles
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -59,16 +59,33 @@ ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig
 
 
 def _dataset_path(storage: FoxhuntStorage) -> Path:
-    return storage.warehouse / DATASET_DIR
+    try:
+        return dataset_store.local_dir(storage.warehouse_root, storage.scratch / "cache")
+    except FileNotFoundError as e:
+        raise dg.Failure(f"{e}: materialize training_dataset first") from e
 
 
 def load_dataset(storage: FoxhuntStorage):
     from models.windows import TrainingData
 
-    path = _dataset_path(storage)
-    if not (path / "meta.json").exists():
-        raise dg.Failure(f"{path} has no training dataset: materialize training_dataset first")
-    return TrainingData.load(path)
+    return TrainingData.load(_dataset_path(storage))
+
+
+def new_run_dir(storage: FoxhuntStorage, family: str, run_id: str) -> Path:
+    """A fresh local directory for one training run (inside the checkpoints root when local)."""
+    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{run_id[:8]}"
+    return model_store.work_dir(storage.checkpoints_root, storage.scratch, family, name)
+
+
+def publish_run(storage: FoxhuntStorage, family: str, run_dir: Path, checkpoint: Path,
+                record: dict) -> str:
+    """Store the finished run directory, then point the family at it; returns the run
+    directory's durable location (a path, or a URL on object storage)."""
+    where = model_store.store_run(storage.checkpoints_root, family, run_dir)
+    model_store.publish(storage.checkpoints_root, family, {
+        "family": family, "checkpoint": model_store.located(where, run_dir, checkpoint),
+        "run_dir": where, **record})
+    return where
 
 
 def train_forecaster_asset(
@@ -102,7 +119,7 @@ def train_forecaster_asset(
         max_batches_per_epoch=config.max_batches_per_epoch or None, seed=config.seed,
     )
     registered = model_store.REGISTERED_NAMES[family]
-    run_dir = storage.checkpoints / family / f"{time.strftime('%Y%m%dT%H%M%S')}-{context.run.run_id[:8]}"
+    run_dir = new_run_dir(storage, family, context.run.run_id)
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
@@ -137,9 +154,9 @@ def train_forecaster_asset(
         version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
         run.set_tags({"precision": "fp32", "registered_version": version})
         run_id = run.run_id
-    model_store.publish(storage.checkpoints, family, {
-        "family": family, "checkpoint": str(ckpt), "mlflow_run_id": run_id, "registered_model": registered,
-        "version": version, "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
+    where = publish_run(storage, family, run_dir, ckpt, {
+        "mlflow_run_id": run_id, "registered_model": registered, "version": version,
+        "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
     })
     last = result.history[-1] if result.history else {}
     return dg.MaterializeResult(
@@ -154,8 +171,8 @@ def train_forecaster_asset(
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "mlflow_ui": f"mlflow ui --backend-store-uri {mlflow.resolved_uri()}",
             "registered_model": f"{registered} v{version}",
-            "checkpoint": dg.MetadataValue.path(str(ckpt)),
-            "loss_curve": dg.MetadataValue.path(str(curve)),
+            "checkpoint": dg.MetadataValue.path(model_store.located(where, run_dir, ckpt)),
+            "loss_curve": dg.MetadataValue.path(model_store.located(where, run_dir, curve)),
         }
     )
 

@@ -178,13 +178,16 @@ def predict(artifact, features_path, root, start, end, out, home) -> None:
 def sql(query, home) -> None:
     """Run a read-only SQL QUERY on $FOXHUNT_HOME/foxhunt.duckdb (views raw_bars, continuous_bars,
     features; tables rolls, model_evaluations). The PyPI duckdb CLI lags the Python package's
-    storage format, so this is the supported way in."""
+    storage format, so this is the supported way in. With $FOXHUNT_WAREHOUSE_URL set, the
+    views read the object store through its fsspec filesystem."""
     import duckdb
+
+    from foxhunt_pipeline.object_store import connect_catalogue, warehouse_root
 
     paths = _paths(home)
     if not paths.duckdb.exists():
         raise click.ClickException(f"{paths.duckdb} does not exist yet: materialize something first")
-    with duckdb.connect(str(paths.duckdb), read_only=True) as con:
+    with connect_catalogue(paths.duckdb, warehouse_root(home=paths.home)) as con:
         try:
             click.echo(con.sql(query))
         except duckdb.Error as e:

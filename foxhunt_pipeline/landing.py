@@ -4,14 +4,18 @@ Shared by the landing sensor and ``foxhunt materialize`` so both register files 
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
+from upath import UPath
 
 LANDED_SUFFIXES = (".dbn", ".dbn.zst")
 PARTITIONS_NAME = "landed_files"
 
 
-def landed_file_names(landing: Path) -> list[str]:
-    """Complete DBN files, oldest name first; dot-files are partial downloads or temp files."""
+def landed_file_names(landing: str | os.PathLike[str]) -> list[str]:
+    """Complete DBN files, oldest name first; dot-files are partial downloads or temp files.
+    ``landing`` is a directory or an object-store prefix (``s3://bucket/landing``)."""
+    landing = landing if isinstance(landing, UPath) else UPath(landing)
     if not landing.exists():
         return []
     names = [
@@ -22,6 +26,6 @@ def landed_file_names(landing: Path) -> list[str]:
     return sorted(names)
 
 
-def unregistered(landing: Path, registered: set[str] | list[str]) -> list[str]:
+def unregistered(landing: str | os.PathLike[str], registered: set[str] | list[str]) -> list[str]:
     known = set(registered)
     return [n for n in landed_file_names(landing) if n not in known]

@@ -14,8 +14,11 @@ consistent for a single object), so no temporary key is needed.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import shutil
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -28,20 +31,39 @@ from foxhunt_pipeline import warehouse as local
 from foxhunt_pipeline.settings import FoxhuntPaths
 
 WAREHOUSE_URL_ENV = "FOXHUNT_WAREHOUSE_URL"
+ARTIFACTS_URL_ENV = "FOXHUNT_ARTIFACTS_URL"
+LANDING_URL_ENV = "FOXHUNT_LANDING_URL"
 LOCAL_PROTOCOLS = ("", "file", "local")
 
 
-def warehouse_root(url: str | os.PathLike[str] | None = None) -> UPath:
+def _root(url: str | os.PathLike[str] | None, env: str, default: os.PathLike[str]) -> UPath:
+    raw = url if url is not None else (os.environ.get(env) or None)
+    if raw is None:
+        return UPath(default)
+    if not str(raw).strip():
+        raise ValueError(f"empty storage URL {raw!r} (unset {env} for the local default)")
+    return UPath(raw)
+
+
+def warehouse_root(url: str | os.PathLike[str] | None = None,
+                   home: str | os.PathLike[str] | None = None) -> UPath:
     """``url``, else ``$FOXHUNT_WAREHOUSE_URL`` (e.g. ``s3://bucket/foxhunt/warehouse``),
     else the local ``$FOXHUNT_HOME/warehouse``. Credentials come from the filesystem's
     usual sources (for s3fs: the AWS environment, config files or the pod's IAM role)."""
-    raw = url if url is not None else (os.environ.get(WAREHOUSE_URL_ENV) or None)
-    if raw is None:
-        return UPath(FoxhuntPaths.from_env().warehouse)
-    if not str(raw).strip():
-        raise ValueError(f"empty warehouse URL {raw!r} (unset {WAREHOUSE_URL_ENV} for the "
-                         "local default)")
-    return UPath(raw)
+    return _root(url, WAREHOUSE_URL_ENV, FoxhuntPaths.from_env(home).warehouse)
+
+
+def artifacts_root(url: str | os.PathLike[str] | None = None,
+                   home: str | os.PathLike[str] | None = None) -> UPath:
+    """Checkpoints and their pointers: ``url``, ``$FOXHUNT_ARTIFACTS_URL`` or
+    ``$FOXHUNT_HOME/checkpoints``."""
+    return _root(url, ARTIFACTS_URL_ENV, FoxhuntPaths.from_env(home).checkpoints)
+
+
+def landing_root(url: str | os.PathLike[str] | None = None,
+                 home: str | os.PathLike[str] | None = None) -> UPath:
+    """Where DBN files land: ``url``, ``$FOXHUNT_LANDING_URL`` or ``$FOXHUNT_HOME/landing``."""
+    return _root(url, LANDING_URL_ENV, FoxhuntPaths.from_env(home).landing)
 
 
 def is_local(path: UPath) -> bool:
@@ -73,11 +95,32 @@ def write_parquet(data: pl.DataFrame | pa.Table, path: UPath, *, compression: st
     return path
 
 
-def read_parquet(path: UPath) -> pl.DataFrame:
+def read_parquet(path: UPath, columns: list[str] | None = None) -> pl.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"no parquet file at {path}")
+    if is_local(path):
+        return pl.read_parquet(path.path, columns=columns)
     with path.open("rb") as fh:
-        return pl.from_arrow(pq.read_table(fh))  # type: ignore[return-value]
+        return pl.from_arrow(pq.read_table(fh, columns=columns))  # type: ignore[return-value]
+
+
+def put_file(local_file: os.PathLike[str], dest: UPath) -> UPath:
+    """Move a finished local file (a staging file of ours) to ``dest``, replacing it whole:
+    a rename on a local root, one upload on a store."""
+    if is_local(dest):
+        Path(dest.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(local_file, dest.path)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise
+            local.atomic_write(dest.path, lambda tmp: shutil.copyfile(local_file, tmp))
+            Path(local_file).unlink()
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.fs.put_file(os.fspath(local_file), dest.path)
+    Path(local_file).unlink()
+    return dest
 
 
 def write_raw_bars_partition(root: UPath, partition_key: str, data: pl.DataFrame | pa.Table
@@ -98,6 +141,8 @@ def scan_raw_bars(root: UPath) -> pl.LazyFrame:
     contract schema when there are none."""
     from foxhunt_pipeline.dbn_decode import RAW_BARS_ARROW_SCHEMA, RAW_BARS_POLARS_SCHEMA
 
+    if is_local(root):
+        return local.scan_raw_bars(root.path)
     files = raw_bars_files(root)
     if not files:
         return pl.LazyFrame(schema=RAW_BARS_POLARS_SCHEMA)
@@ -105,6 +150,31 @@ def scan_raw_bars(root: UPath) -> pl.LazyFrame:
     dataset = pads.dataset([p.path for p in files], schema=RAW_BARS_ARROW_SCHEMA,
                            format="parquet", filesystem=filesystem)
     return pl.scan_pyarrow_dataset(dataset)
+
+
+def refresh_duckdb_views(duckdb_path: os.PathLike[str], root: UPath,
+                         rolls: pl.DataFrame | None = None) -> list[str]:
+    """The DuckDB catalogue over ``root``: plain paths when local; on a store, views over
+    the URLs, read through the root's fsspec filesystem (``connect_catalogue`` registers it)."""
+    if is_local(root):
+        return local.refresh_duckdb_views(duckdb_path, root.path, rolls)
+    sources: dict[str, str] = {}
+    if raw_bars_files(root):
+        sources[local.RAW_BARS] = str(root / local.RAW_BARS / "source_file=*" / "data.parquet")
+    for t in local.VIEW_TABLES[1:]:
+        if table_upath(root, t).is_file():
+            sources[t] = str(table_upath(root, t))
+    return local.write_duckdb_views(duckdb_path, sources, rolls, filesystem=root.fs)
+
+
+def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: bool = True):
+    """A DuckDB connection whose views resolve, wherever the warehouse lives."""
+    import duckdb
+
+    con = duckdb.connect(os.fspath(duckdb_path), read_only=read_only)
+    if not is_local(root):
+        con.register_filesystem(root.fs)
+    return con
 
 
 def _plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:

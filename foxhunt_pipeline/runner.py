@@ -27,7 +27,9 @@ def parse_selection(selection: list[str]):
 
 def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
     """The same registration the landing sensor does, for runs started by hand."""
-    new = unregistered(paths.landing, instance.get_dynamic_partitions(PARTITIONS_NAME))
+    from foxhunt_pipeline.object_store import landing_root
+
+    new = unregistered(landing_root(home=paths.home), instance.get_dynamic_partitions(PARTITIONS_NAME))
     if new:
         instance.add_dynamic_partitions(PARTITIONS_NAME, new)
     return new
@@ -118,14 +120,20 @@ def _root_cause(error) -> str:
 def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Echo = print) -> bool:
     """Fresh data if the landing zone is empty, the whole graph, then the leaderboard."""
     from foxhunt_pipeline.landing import landed_file_names
+    from foxhunt_pipeline.object_store import is_local, landing_root, put_file
     from foxhunt_pipeline.synthetic import generate
 
     t0 = time.perf_counter()
-    if not landed_file_names(paths.landing):
-        written = generate(paths.landing, days=days, roots=("ES", "ZN"), schema="ohlcv-1m", seed=seed)
-        echo(f"generated {len(written)} DBN files in {paths.landing}")
+    landing = landing_root(home=paths.home)
+    if not landed_file_names(landing):
+        out = Path(landing.path) if is_local(landing) else paths.home / "scratch" / "generated"
+        written = generate(out, days=days, roots=("ES", "ZN"), schema="ohlcv-1m", seed=seed)
+        if not is_local(landing):
+            for f in written:
+                put_file(f, landing / Path(f).name)
+        echo(f"generated {len(written)} DBN files in {landing}")
     else:
-        echo(f"using the files already landed in {paths.landing}")
+        echo(f"using the files already landed in {landing}")
     ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo)
     echo("")
     echo(leaderboard_text(paths))
@@ -139,7 +147,9 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
 
 
 def leaderboard_text(paths: FoxhuntPaths) -> str:
-    path: Path = paths.table_dir("model_leaderboard") / "leaderboard.md"
-    if path.exists():
+    from foxhunt_pipeline.object_store import warehouse_root
+
+    path = warehouse_root(home=paths.home) / "model_leaderboard" / "leaderboard.md"
+    if path.is_file():
         return path.read_text()
     return "(no leaderboard yet: model_leaderboard was not materialized)"

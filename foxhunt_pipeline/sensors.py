@@ -27,7 +27,7 @@ retrain_job = dg.define_asset_job(
 def landing_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage):
     """New files -> (partition add request, one run request each); run keys make a daemon
     restart or a repeated tick harmless."""
-    new = unregistered(storage.landing, instance.get_dynamic_partitions(PARTITIONS_NAME))
+    new = unregistered(storage.landing_root, instance.get_dynamic_partitions(PARTITIONS_NAME))
     requests = [dg.RunRequest(partition_key=name, run_key=f"landed:{name}") for name in new]
     adds = [landed_files.build_add_request(new)] if new else []
     return new, requests, adds
@@ -43,7 +43,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage)
     new, requests, adds = landing_run_requests(context.instance, storage)
     seen = json.loads(context.cursor) if context.cursor else {"registered": 0}
     if not new:
-        return dg.SkipReason(f"no new files in {storage.landing}")
+        return dg.SkipReason(f"no new files in {storage.landing_root}")
     cursor = json.dumps({"registered": seen["registered"] + len(new), "last": new[-1]})
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
 

@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import duckdb
@@ -114,16 +115,27 @@ def refresh_duckdb_views(
     gets no view (and a stale view of it is dropped), so a query never hits a
     missing-file error.
     """
-    duckdb_path = Path(duckdb_path)
-    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     sources: dict[str, str] = {}
     if _raw_bars_files(warehouse):
         sources[RAW_BARS] = _raw_bars_glob(warehouse)
     for t in VIEW_TABLES[1:]:
         if table_path(warehouse, t).is_file():
             sources[t] = str(table_path(warehouse, t))
+    return write_duckdb_views(duckdb_path, sources, rolls)
+
+
+def write_duckdb_views(
+    duckdb_path: Path | str, sources: dict[str, str], rolls: pl.DataFrame | None = None,
+    filesystem: Any = None,
+) -> list[str]:
+    """Point each view of ``VIEW_TABLES`` at its parquet glob in ``sources`` (dropping the
+    others); ``filesystem`` (fsspec) is registered first for URLs DuckDB cannot open itself."""
+    duckdb_path = Path(duckdb_path)
+    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(duckdb_path))
     try:
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
         for t in VIEW_TABLES:
             if t in sources:
                 con.execute(

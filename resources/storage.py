@@ -1,23 +1,50 @@
-"""Storage resource: every path under one ``FOXHUNT_HOME`` plus the DuckDB file."""
+"""Storage resource: every path under one ``FOXHUNT_HOME`` plus the DuckDB file, with the
+warehouse, the checkpoints and the landing zone optionally on object storage (URLs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import dagster as dg
+from upath import UPath
 
+from foxhunt_pipeline import object_store
 from foxhunt_pipeline.settings import FoxhuntPaths
 
 
 class FoxhuntStorage(dg.ConfigurableResource):
     """Resolves ``home`` (empty = ``$FOXHUNT_HOME`` or ``./.foxhunt``) at use time, so one
-    definition serves the UI, the CLI and tests pointed at a temp dir."""
+    definition serves the UI, the CLI and tests pointed at a temp dir. Each ``*_url`` (empty =
+    its ``FOXHUNT_*_URL`` variable, else the local directory under home) may be any fsspec
+    URL, e.g. ``s3://bucket/foxhunt/warehouse``; home then only holds scratch and caches."""
 
     home: str = ""
+    warehouse_url: str = ""
+    artifacts_url: str = ""
+    landing_url: str = ""
 
     @property
     def paths(self) -> FoxhuntPaths:
         return FoxhuntPaths.from_env(self.home or None).ensure()
+
+    @property
+    def warehouse_root(self) -> UPath:
+        return object_store.warehouse_root(self.warehouse_url or None, self.paths.home)
+
+    @property
+    def checkpoints_root(self) -> UPath:
+        return object_store.artifacts_root(self.artifacts_url or None, self.paths.home)
+
+    @property
+    def landing_root(self) -> UPath:
+        return object_store.landing_root(self.landing_url or None, self.paths.home)
+
+    @property
+    def scratch(self) -> Path:
+        """Local working space: staging files, runs before upload, downloaded copies."""
+        d = self.paths.home / "scratch"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
 
     @property
     def landing(self) -> Path:
@@ -34,6 +61,31 @@ class FoxhuntStorage(dg.ConfigurableResource):
     @property
     def checkpoints(self) -> Path:
         return self.paths.checkpoints
+
+    def current_model(self, family: str) -> tuple[dict, Path, Path]:
+        """(pointer, local checkpoint path, local run directory) of the family's current model,
+        downloaded to the local cache first when the checkpoints live in object storage."""
+        from foxhunt_pipeline import model_store
+
+        pointer = model_store.current(self.checkpoints_root, family)
+        cache = self.scratch / "cache" / "checkpoints"
+        return (pointer, model_store.local_checkpoint(pointer, cache),
+                model_store.local_run_dir(pointer, cache))
+
+    def store_run_outputs(self, pointer: dict, run_dir: Path, outputs: Path) -> str:
+        """Make ``outputs`` (a directory inside the local ``run_dir``, e.g. evaluation plots)
+        durable beside the run; returns its location."""
+        from foxhunt_pipeline import artifact_sync, model_store
+
+        where = pointer.get("run_dir")
+        if where is None or artifact_sync.local_path(where) is not None:
+            return str(outputs)
+        dest = artifact_sync.as_upath(model_store.located(where, run_dir, outputs))
+        return str(artifact_sync.put_tree(outputs, dest))
+
+    def table_path(self, table: str) -> UPath:
+        """``<warehouse>/<table>/data.parquet``, for the single-file tables."""
+        return object_store.table_upath(self.warehouse_root, table)
 
     def table_dir(self, table: str) -> Path:
         d = self.paths.table_dir(table)

@@ -133,7 +133,7 @@ def test_quantized_variants_are_reported_and_accepted_ones_registered(pipeline):
     precisions = set()
     for family in FAMILIES:
         pointer = json.loads((paths.checkpoints / family / "current.json").read_text())
-        report = json.loads((Path(pointer["checkpoint"]).parent.parent / "quantized" / "quantization.json").read_text())
+        report = json.loads((Path(pointer["run_dir"]) / "quantized" / "quantization.json").read_text())
         assert {r["precision"] for r in report["rows"]} >= {"fp32", "int8"}, family
         assert report["recommended"] and report["reason"], family
         for precision, artifact in report["artifacts"].items():
@@ -150,7 +150,7 @@ def test_foxhunt_predict_runs_an_exported_forecaster_on_the_features_table(pipel
 
     paths, *_ = pipeline
     pointer = json.loads((paths.checkpoints / "mamba2" / "current.json").read_text())
-    report = json.loads((Path(pointer["checkpoint"]).parent.parent / "quantized" / "quantization.json").read_text())
+    report = json.loads((Path(pointer["run_dir"]) / "quantized" / "quantization.json").read_text())
     assert report["artifacts"], report["rows"]
     artifact = next(iter(report["artifacts"].values()))
     out = tmp_path / "pred.parquet"
