@@ -72,7 +72,6 @@ def _png_markdown(plots: dict[str, Path]) -> str:
 
 def _evaluate(family: str, context: dg.AssetExecutionContext, config: EvaluationConfig,
               storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
-    from foxhunt_pipeline import warehouse
 
     data = load_dataset(storage)
     try:
@@ -90,7 +89,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
         report = _evaluate_agent(family, pointer, data, kwargs)
     now = datetime.now(UTC)
     rows = evaluation_rows(family, pointer["version"], "fp32", report, context.run.run_id, now)
-    warehouse.append_duckdb_table(storage.duckdb_path, EVALUATIONS_TABLE, rows)
+    storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-{context.run.run_id}")
     run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
     run.log_metrics({f"test_{k}": f for k, v in report.metrics.items() if (f := _float_or_none(v)) is not None})
     for path in report.plots.values():

@@ -4,7 +4,6 @@ through the MLflow registry alias ``champion``."""
 import json
 
 import dagster as dg
-import duckdb
 import polars as pl
 
 from assets.common import OWNERS, code_version_of
@@ -33,10 +32,13 @@ class LeaderboardConfig(dg.Config):
     min_improvement: float = 0.0
 
 
-def latest_evaluations(duckdb_path) -> tuple[list[dict], dict[str, dict]]:
+def _fp32(evaluations: pl.DataFrame) -> pl.DataFrame:
+    return evaluations.filter(pl.col("precision") == "fp32") if evaluations.height else evaluations
+
+
+def latest_evaluations(evaluations: pl.DataFrame) -> tuple[list[dict], dict[str, dict]]:
     """Newest fp32 evaluation per family, and the baselines evaluated on the same test period."""
-    with duckdb.connect(str(duckdb_path), read_only=True) as con:
-        df = pl.from_arrow(con.sql(f"select * from {EVALUATIONS_TABLE} where precision = 'fp32'").to_arrow_table())
+    df = _fp32(evaluations)
     if df.is_empty():
         return [], {}
     newest = df.sort("evaluated_at").group_by("model", maintain_order=True).last()
@@ -55,12 +57,12 @@ def _row(r: dict) -> dict:
     return out
 
 
-def current_champions(mlflow: MLflowResource, duckdb_path, families: list[str]) -> dict[str, dict | None]:
+def current_champions(mlflow: MLflowResource, evaluations: pl.DataFrame,
+                      families: list[str]) -> dict[str, dict | None]:
     """Per family: the evaluation row of the version holding the alias; overall: the family
     tagged as overall champion."""
     client = mlflow.client()
-    with duckdb.connect(str(duckdb_path), read_only=True) as con:
-        df = pl.from_arrow(con.sql(f"select * from {EVALUATIONS_TABLE} where precision = 'fp32'").to_arrow_table())
+    df = _fp32(evaluations)
     champions: dict[str, dict | None] = {}
     overall = None
     for family in families:
@@ -97,11 +99,13 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
                       storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
     from models.leaderboard import baseline_rows, choose_champions, leaderboard_markdown
 
-    rows, baselines = latest_evaluations(storage.duckdb_path)
+    evaluations = storage.read_rows(EVALUATIONS_TABLE)
+    rows, baselines = latest_evaluations(evaluations)
     if not rows:
-        raise dg.Failure(f"no model evaluations in {storage.duckdb_path}: materialize the evaluations first")
+        raise dg.Failure(f"no model evaluations in {storage.evaluations_location(EVALUATIONS_TABLE)}: "
+                         "materialize the evaluations first")
     families = sorted({r["family"] for r in rows})
-    champions = current_champions(mlflow, storage.duckdb_path, families)
+    champions = current_champions(mlflow, evaluations, families)
     decisions = choose_champions(
         rows, config.metric, config.higher_is_better, champions, baselines,
         min_improvement=config.min_improvement, challenger_key=config.challenger_key or None,

@@ -164,7 +164,24 @@ def refresh_duckdb_views(duckdb_path: os.PathLike[str], root: UPath,
     for t in local.VIEW_TABLES[1:]:
         if table_upath(root, t).is_file():
             sources[t] = str(table_upath(root, t))
+    for t in local.PART_TABLES:
+        if (root / t).is_dir() and next(iter((root / t).glob("*.parquet")), None) is not None:
+            sources[t] = str(root / t / "*.parquet")
     return local.write_duckdb_views(duckdb_path, sources, rolls, filesystem=root.fs)
+
+
+def write_table_part(root: UPath, table: str, name: str, data: pl.DataFrame) -> UPath:
+    """Append-only tables on a store (e.g. ``model_evaluations``): one object per write, so
+    concurrent writers in different pods never read-modify-write the same object."""
+    return write_parquet(data, root / table / f"{name}.parquet")
+
+
+def read_table_parts(root: UPath, table: str) -> pl.DataFrame:
+    """Every part of an append-only table, columns unioned (empty when there are none)."""
+    base = root / table
+    parts = sorted(base.glob("*.parquet"), key=str) if base.is_dir() else []
+    frames = [read_parquet(p) for p in parts]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
 def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: bool = True):

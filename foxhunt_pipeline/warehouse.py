@@ -22,6 +22,9 @@ import pyarrow.parquet as pq
 
 RAW_BARS = "raw_bars"
 VIEW_TABLES = ("raw_bars", "continuous_bars", "features")
+# append-only tables: a DuckDB table on a local warehouse, one parquet object per write on a
+# store (where each pod has its own DuckDB file); their views exist only on stores
+PART_TABLES = ("model_evaluations",)
 
 
 def atomic_write(dest: Path | str, write: Callable[[Path], None]) -> Path:
@@ -136,7 +139,7 @@ def write_duckdb_views(
     try:
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        for t in VIEW_TABLES:
+        for t in (*VIEW_TABLES, *(t for t in PART_TABLES if t in sources)):
             if t in sources:
                 con.execute(
                     f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM read_parquet("

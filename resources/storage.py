@@ -83,6 +83,38 @@ class FoxhuntStorage(dg.ConfigurableResource):
         dest = artifact_sync.as_upath(model_store.located(where, run_dir, outputs))
         return str(artifact_sync.put_tree(outputs, dest))
 
+    def append_rows(self, table: str, rows, part_name: str) -> None:
+        """Append to an append-only table (``model_evaluations``): the DuckDB table locally;
+        on a store one parquet object per call, then the catalogue's view over them."""
+        from foxhunt_pipeline import warehouse
+
+        root = self.warehouse_root
+        if object_store.is_local(root):
+            warehouse.append_duckdb_table(self.duckdb_path, table, rows)
+            return
+        object_store.write_table_part(root, table, part_name, rows)
+        object_store.refresh_duckdb_views(self.duckdb_path, root)
+
+    def evaluations_location(self, table: str) -> str:
+        root = self.warehouse_root
+        return f"{self.duckdb_path}:{table}" if object_store.is_local(root) else str(root / table)
+
+    def read_rows(self, table: str):
+        """All rows of an append-only table as a polars frame (empty when none were written)."""
+        import duckdb
+        import polars as pl
+
+        root = self.warehouse_root
+        if not object_store.is_local(root):
+            return object_store.read_table_parts(root, table)
+        if not self.duckdb_path.exists():
+            return pl.DataFrame()
+        with duckdb.connect(str(self.duckdb_path), read_only=True) as con:
+            known = {r[0] for r in con.sql("select table_name from duckdb_tables()").fetchall()}
+            if table not in known:
+                return pl.DataFrame()
+            return pl.from_arrow(con.sql(f"select * from {table}").to_arrow_table())
+
     def table_path(self, table: str) -> UPath:
         """``<warehouse>/<table>/data.parquet``, for the single-file tables."""
         return object_store.table_upath(self.warehouse_root, table)

@@ -17,6 +17,7 @@ from upath import UPath
 from assets.evaluation import tft_evaluation
 from assets.features import features, training_dataset
 from assets.ingestion import continuous_bars, raw_bars
+from assets.leaderboard import model_leaderboard
 from assets.quantization import tft_quantized
 from assets.training import tft_model
 from foxhunt_pipeline import model_store, object_store
@@ -63,7 +64,7 @@ def test_graph_runs_with_every_durable_path_on_object_storage(foxhunt_home, tmp_
         assert dg.materialize([raw_bars], partition_key=name, instance=instance,
                               resources=resources).success
     downstream = [continuous_bars, features, training_dataset, tft_model, tft_evaluation,
-                  tft_quantized]
+                  tft_quantized, model_leaderboard]
     res = dg.materialize([raw_bars, *downstream], selection=downstream, instance=instance,
                          resources=resources, run_config={"ops": {"tft_model": {"config": TFT}}})
     assert res.success
@@ -73,7 +74,9 @@ def test_graph_runs_with_every_durable_path_on_object_storage(foxhunt_home, tmp_
     stored = _files(warehouse)
     assert sum(s.startswith("/raw_bars/source_file=") for s in stored) == len(checksums)
     assert {"/continuous_bars/data.parquet", "/features/data.parquet",
-            "/training_dataset/current.json"} <= set(stored)
+            "/training_dataset/current.json", "/model_leaderboard/leaderboard.md"} <= set(stored)
+    assert any(s.startswith("/model_evaluations/tft-") for s in stored)
+    assert "foxhunt-tft" in (warehouse / "model_leaderboard" / "leaderboard.md").read_text()
     for local_dir in ("warehouse", "checkpoints", "landing"):
         assert not [p for p in (foxhunt_home / local_dir).rglob("*") if p.is_file()], local_dir
 
