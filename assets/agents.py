@@ -23,10 +23,13 @@ class AgentTrainingConfig(dg.Config):
     seed: int = 0
     eval_freq: int = 10_000
     cost_multiplier: float = 1.0
+    # "subproc": each of n_envs env copies in its own process (parallel rollouts on a big box)
+    vec_env: str = "dummy"
 
 
 class DQNTrainingConfig(AgentTrainingConfig):
     total_timesteps: int = profile_default("dqn_agent", "total_timesteps", 200_000)
+    n_envs: int = 1
     learning_rate: float = 5e-4
     gamma: float = 0.5
     exploration_fraction: float = 0.2

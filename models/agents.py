@@ -25,7 +25,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from torch import nn
 
 from models.agent_policy import (
@@ -107,6 +107,9 @@ class _AgentConfig:
     device: str = "auto"
     eval_freq: int = 10_000  # env steps between validation backtests (0: only at the end)
     env: EnvConfig = field(default_factory=EnvConfig)
+    # how the n_envs copies step: "dummy" (in this process, best on few cores) or "subproc"
+    # (one process each, SB3's SubprocVecEnv: rollouts collected in parallel on a big box)
+    vec_env: str = "dummy"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,6 +138,7 @@ class _AgentConfig:
 @dataclass
 class DQNConfig(_AgentConfig):
     learning_rate: float = 1e-4
+    n_envs: int = 1  # SB3 DQN steps every copy per train_freq step, filling one buffer
     buffer_size: int = 100_000
     learning_starts: int = 1_000
     batch_size: int = 64
@@ -223,9 +227,18 @@ class ValidationCallback(BaseCallback):
             self.on_eval(dict(point))
 
 
-def _make_vec_env(market: MarketData, n_envs: int) -> DummyVecEnv:
-    # all copies share one MarketData; DummyVecEnv because 2 cores gain nothing from subprocesses
-    return DummyVecEnv([lambda: Monitor(TradingEnv(market, mode="train")) for _ in range(n_envs)])
+VEC_ENVS = ("dummy", "subproc")
+
+
+def _make_vec_env(market: MarketData, n_envs: int, kind: str = "dummy") -> VecEnv:
+    """``n_envs`` copies of the train env. In-process copies share one MarketData; each
+    subprocess gets its own (pickled once at start), which pays off only with idle cores."""
+    if kind not in VEC_ENVS:
+        raise ValueError(f"vec_env must be one of {VEC_ENVS}, got {kind!r}")
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    fns = [lambda: Monitor(TradingEnv(market, mode="train")) for _ in range(n_envs)]
+    return DummyVecEnv(fns) if kind == "dummy" else SubprocVecEnv(fns)
 
 
 def _observation_meta(data: TrainingData, market: MarketData) -> dict[str, Any]:
@@ -263,7 +276,11 @@ def _learn(
 ) -> AgentResult:
     callback = ValidationCallback(val, config.eval_freq, on_eval)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=config.total_timesteps, callback=callback, progress_bar=False)
+    try:
+        model.learn(total_timesteps=config.total_timesteps, callback=callback, progress_bar=False)
+    finally:
+        if isinstance(model.get_env(), SubprocVecEnv):
+            model.get_env().close()  # the policy no longer needs its rollout workers
     seconds = time.perf_counter() - t0
     final = {k: v for k, v in callback.curve[-1].items() if isinstance(v, float | int)}
     return AgentResult(
@@ -284,7 +301,7 @@ def make_dqn(data: TrainingData, config: DQNConfig | None = None) -> DQN:
     policy_kwargs["net_arch"] = list(config.net_arch)
     return DQN(
         "MlpPolicy",
-        _make_vec_env(train, 1),
+        _make_vec_env(train, config.n_envs, config.vec_env),
         learning_rate=config.learning_rate,
         buffer_size=config.buffer_size,
         learning_starts=config.learning_starts,
@@ -315,13 +332,13 @@ def train_dqn(
 
 
 def make_ppo(data: TrainingData, config: PPOConfig | None = None) -> PPO:
-    """An untrained SB3 PPO on ``n_envs`` copies of the train env (DummyVecEnv)."""
+    """An untrained SB3 PPO on ``n_envs`` copies of the train env (see ``vec_env``)."""
     config = config or PPOConfig()
     train, policy_kwargs = _prepare(data, config)
     policy_kwargs["net_arch"] = {"pi": list(config.net_arch), "vf": list(config.net_arch)}
     return PPO(
         "MlpPolicy",
-        _make_vec_env(train, config.n_envs),
+        _make_vec_env(train, config.n_envs, config.vec_env),
         learning_rate=config.learning_rate,
         n_steps=config.n_steps,
         batch_size=config.batch_size,
