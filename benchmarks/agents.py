@@ -72,11 +72,32 @@ def latency_ms(fn, x, iters: int, sync: bool) -> tuple[float, float]:
     return float(np.median(times)), float(np.percentile(times, 95))
 
 
+def vec_env_scaling(data, quick: bool) -> dict[str, Any]:
+    """PPO training steps/s with n_envs copies stepped in-process (anchor) or one process
+    each; interleaved, one torch thread per process."""
+    print("\nPPO rollouts: subproc vs dummy (same seed, same updates)")
+    out: dict[str, Any] = {}
+    steps = 4_096 if quick else 16_384
+    for n in (2, 4):
+        rates = {}
+        for kind in ("dummy", "subproc"):
+            cfg = PPOConfig.demo()
+            cfg.total_timesteps, cfg.n_envs, cfg.n_steps, cfg.eval_freq = steps, n, 512, 0
+            cfg.device, cfg.vec_env = "cpu", kind
+            rates[kind] = steps / train_ppo(data, cfg).train_seconds
+        out[f"n_envs_{n}"] = {**rates, "ratio": rates["subproc"] / rates["dummy"]}
+        print(f"n_envs {n}: dummy {rates['dummy']:,.0f} steps/s, subproc {rates['subproc']:,.0f} "
+              f"steps/s, ratio {rates['subproc'] / rates['dummy']:.2f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer steps, demo training at 1/4 length")
     p.add_argument("--skip-training", action="store_true")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--vec-env", action="store_true",
+                   help="PPO rollouts in worker processes (subproc) against in-process (dummy)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     data = synthetic_training_data()
@@ -114,6 +135,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         dt = time.perf_counter() - t0
         out[f"{algo}_backtest_rows_per_s"] = bt["rows"].size / dt
         print(f"{algo} evaluate_positions: {bt['rows'].size / dt:,.0f} rows/s")
+
+    if args.vec_env:
+        out["vec_env"] = vec_env_scaling(data, quick=args.quick)
 
     if not args.skip_training:
         print("\ndemo training (synthetic data, signal 0.5, one CPU thread)")
