@@ -9,31 +9,40 @@ never sorted; an instrument that is not is sorted and deduplicated on its own. P
 is encoded on a writer thread; validation screens each batch with one vectorised pass
 and leaves pandera for batches that may fail (see :mod:`foxhunt_pipeline.schemas`).
 
-The landed file is only ever opened for reading.
+The landed file is only ever opened for reading. This module runs the pass; the parts
+live beside it: :mod:`~foxhunt_pipeline.dbn_open` (opening, metadata),
+:mod:`~foxhunt_pipeline.dbn_symbols` (instrument -> dated symbol),
+:mod:`~foxhunt_pipeline.dbn_records` (chunks, per-instrument split, ordering),
+:mod:`~foxhunt_pipeline.dbn_batches` (the parquet layout),
+:mod:`~foxhunt_pipeline.dbn_spill` and :mod:`~foxhunt_pipeline.parquet_background_writer`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import queue
-import tempfile
-import threading
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import databento_dbn
 import numpy as np
 import pandas as pd
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
-import zstandard
-from databento.common.error import BentoError, BentoWarning
 
+from foxhunt_pipeline.dbn_batches import (
+    KEY_COLUMNS,
+    PARQUET_OPTIONS,
+    PRICE_COLUMNS,
+    PRICE_SCALE,
+    RAW_BARS_ARROW_SCHEMA,
+    RAW_BARS_POLARS_SCHEMA,
+    STRING_COLUMNS,
+    UNDEF_PRICE,
+    WRITE_SCHEMA,
+    _batch,
+    _empty_batch,
+    _validation_view,
+)
 from foxhunt_pipeline.dbn_open import (
     BAR_SCHEMAS,
     DbnInputError,
@@ -41,37 +50,19 @@ from foxhunt_pipeline.dbn_open import (
     _check_bars,
     _metadata_of,
     _open_store,
-    _StrictDBNStore,
     read_metadata,
 )
+from foxhunt_pipeline.dbn_records import (
+    _dedupe_sorted,
+    _iter_chunks,
+    _split_by_instrument,
+    _strictly_after,
+)
+from foxhunt_pipeline.dbn_spill import _SpillArea
 from foxhunt_pipeline.dbn_symbols import _Resolver, spread_ids_from_definitions
+from foxhunt_pipeline.parquet_background_writer import _BackgroundWriter
 from foxhunt_pipeline.schemas import StreamValidator, ValidationResult, raw_bars_schema
 from foxhunt_pipeline.warehouse import atomic_write
-
-UNDEF_PRICE = databento_dbn.UNDEF_PRICE
-PRICE_SCALE = 1e9
-PRICE_COLUMNS = ("open", "high", "low", "close")
-KEY_COLUMNS = ("instrument_id", "ts_event", "publisher_id")
-
-RAW_BARS_ARROW_SCHEMA = pa.schema(
-    [
-        ("ts_event", pa.timestamp("ns", tz="UTC")),
-        ("rtype", pa.uint8()),
-        ("publisher_id", pa.uint16()),
-        ("instrument_id", pa.uint32()),
-        ("symbol", pa.string()),
-        ("root", pa.string()),
-        ("open", pa.float64()),
-        ("high", pa.float64()),
-        ("low", pa.float64()),
-        ("close", pa.float64()),
-        ("volume", pa.uint64()),
-        ("source_file", pa.string()),
-    ]
-)
-RAW_BARS_POLARS_SCHEMA: dict[str, pl.DataType] = dict(
-    pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
-)
 
 
 @dataclass
@@ -120,254 +111,6 @@ class IngestReport:
             "warnings": "; ".join(self.warnings),
         }
 
-
-# ---------------------------------------------------------------------------- zstd
-
-
-def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(instrument_id, its records in file order) for each instrument in a chunk."""
-    ids = arr["instrument_id"]
-    first = ids[0]
-    if (ids == first).all():
-        yield int(first), arr
-        return
-    # gather whole records as rows of 8-byte words: a plain block copy, several times
-    # faster than numpy's per-field copy of a structured array
-    words = arr.dtype.itemsize // 8 if arr.dtype.itemsize % 8 == 0 else 0
-    flat = np.ascontiguousarray(arr).view(np.uint64).reshape(len(arr), words) if words else None
-
-    def take(sel: np.ndarray) -> np.ndarray:
-        return flat[sel].reshape(-1).view(arr.dtype) if flat is not None else arr[sel]
-
-    uniq = pl.Series(ids).unique().sort().to_numpy()
-    if len(uniq) <= 8:  # a few outrights: one comparison pass per instrument beats a sort
-        for iid in uniq:
-            yield int(iid), take(ids == iid)
-        return
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ids)], strict=True):
-        yield int(sorted_ids[lo]), take(order[lo:hi])
-
-
-def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:
-    """Sort one instrument's records by (ts_event, publisher_id), keep each key's first."""
-    order = np.lexsort((recs["publisher_id"], recs["ts_event"]))  # stable
-    recs = recs[order]
-    if len(recs) < 2:
-        return recs
-    same = (recs["ts_event"][1:] == recs["ts_event"][:-1]) & (
-        recs["publisher_id"][1:] == recs["publisher_id"][:-1]
-    )
-    return recs[np.r_[True, ~same]]
-
-
-def _const_dict(value: str | None, n: int) -> pa.DictionaryArray:
-    """A string column of one repeated value as a one-entry dictionary (no per-row strings;
-    the parquet writer stores it as a dictionary page plus run-length indices)."""
-    if value is None:
-        return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
-    return pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array([value]))
-
-
-def _batch(
-    recs: np.ndarray, symbol: str, root: str | None, source_file: str
-) -> tuple[pa.RecordBatch, int]:
-    """Batch in the on-disk raw_bars layout (:data:`WRITE_SCHEMA`); also the number of rows
-    with an UNDEF price. Fixed-point prices become float64, UNDEF_PRICE becomes null."""
-    n = len(recs)
-    cols: list[pa.Array] = [
-        pa.array(recs["ts_event"].view(np.int64), pa.int64()).view(pa.timestamp("ns", tz="UTC")),
-        pa.array(np.ascontiguousarray(recs["rtype"]), pa.uint8()),
-        pa.array(np.ascontiguousarray(recs["publisher_id"]), pa.uint16()),
-        pa.array(np.ascontiguousarray(recs["instrument_id"]), pa.uint32()),
-        _const_dict(symbol, n),
-        _const_dict(root, n),
-    ]
-    any_undef: np.ndarray | None = None
-    for c in PRICE_COLUMNS:
-        raw = recs[c]
-        undef = raw == UNDEF_PRICE
-        px = raw / PRICE_SCALE
-        if undef.any():
-            any_undef = undef if any_undef is None else any_undef | undef
-            cols.append(pa.array(px, pa.float64(), mask=undef))
-        else:
-            cols.append(pa.array(px, pa.float64()))
-    cols.append(pa.array(np.ascontiguousarray(recs["volume"]), pa.uint64()))
-    cols.append(_const_dict(source_file, n))
-    n_undef = 0 if any_undef is None else int(any_undef.sum())
-    return pa.RecordBatch.from_arrays(cols, schema=WRITE_SCHEMA), n_undef
-
-
-STRING_COLUMNS = ("symbol", "root", "source_file")
-
-
-def _validation_view(batch: pa.RecordBatch) -> tuple[pl.DataFrame, dict[str, str | None]]:
-    """The batch for :class:`StreamValidator`: numeric columns as a zero-copy polars frame,
-    the one-value string columns as constants (never built row by row unless the batch
-    fails the screen; a polars Categorical would fail the contract's String dtype)."""
-    numeric = [n for n in RAW_BARS_ARROW_SCHEMA.names if n not in STRING_COLUMNS]
-    frame = pl.from_arrow(pa.Table.from_batches([batch.select(numeric)]))
-    assert isinstance(frame, pl.DataFrame)
-    consts: dict[str, str | None] = {}
-    for n in STRING_COLUMNS:
-        col = batch.column(n)
-        consts[n] = (
-            col.dictionary[0].as_py() if len(col.dictionary) and col.null_count == 0 else None
-        )
-    return frame, consts
-
-
-def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
-    """Chunks of records; a truncated or corrupt stream is a DbnInputError, not a warning."""
-    try:
-        chunks = iter(store.to_ndarray(count=chunk_records))
-        while True:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", BentoWarning)
-                arr = next(chunks, None)
-            if arr is None:
-                return
-            if len(arr):
-                yield arr
-    except BentoWarning as exc:
-        raise DbnInputError(src, f"truncated DBN data ({exc})") from exc
-    except zstandard.ZstdError as exc:
-        raise DbnInputError(src, f"corrupt zstd data ({exc})") from exc
-    except (BentoError, databento_dbn.DBNError) as exc:
-        raise DbnInputError(src, f"corrupt DBN records ({exc})") from exc
-
-
-def _strictly_after(last_ts: int, ts: np.ndarray) -> bool:
-    """``ts`` strictly increasing and after ``last_ts``: sorted and duplicate-free."""
-    return int(ts[0]) > last_ts and (len(ts) < 2 or bool((ts[1:] > ts[:-1]).all()))
-
-
-class _SpillArea:
-    """Each spilled instrument's records, in file order: in memory while the area holds less
-    than ``budget_bytes``, in one raw file per instrument (a temporary directory beside the
-    destination) from then on. Memory stays bounded; files that fit never touch the disk."""
-
-    def __init__(self, parent: Path, budget_bytes: int) -> None:
-        self._parent = parent
-        self.budget_bytes = budget_bytes
-        self.mem_bytes = 0
-        self._mem: dict[int, list[np.ndarray]] = {}
-        self._fhs: dict[int, Any] = {}
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self.clean: dict[int, bool] = {}
-        self._last: dict[int, int] = {}
-        self.dtype: np.dtype | None = None
-
-    def add(self, iid: int, recs: np.ndarray) -> None:
-        self.dtype = recs.dtype
-        ts = recs["ts_event"]
-        last = self._last.get(iid, -1)
-        if self.clean.get(iid, True) and not _strictly_after(last, ts):
-            self.clean[iid] = False
-        else:
-            self.clean.setdefault(iid, True)
-        self._last[iid] = max(last, int(ts.max()))
-        self._mem.setdefault(iid, [])
-        if self._dir is None and self.mem_bytes + recs.nbytes <= self.budget_bytes:
-            self._mem[iid].append(recs)
-            self.mem_bytes += recs.nbytes
-            return
-        if self._dir is None:  # over budget: from now on every block goes to disk
-            self._dir = tempfile.TemporaryDirectory(dir=self._parent, prefix=".ingest-")
-        fh = self._fhs.get(iid)
-        if fh is None:
-            fh = self._fhs[iid] = open(Path(self._dir.name) / f"{iid}.rec", "wb")  # noqa: SIM115
-        recs.tofile(fh)
-
-    def ids(self) -> list[int]:
-        return sorted(self._mem)
-
-    def blocks(self, iid: int, block: int) -> Iterator[np.ndarray]:
-        """The instrument's records in file order (memory first, then its file), released as
-        they are handed out."""
-        mem = self._mem.pop(iid, [])
-        while mem:
-            recs = mem.pop(0)
-            self.mem_bytes -= recs.nbytes
-            yield recs
-        fh = self._fhs.pop(iid, None)
-        if fh is not None:
-            fh.close()
-            assert self.dtype is not None
-            with open(fh.name, "rb") as rf:
-                while len(recs := np.fromfile(rf, dtype=self.dtype, count=block)):
-                    yield recs
-            os.unlink(fh.name)
-
-    def close(self) -> None:
-        for fh in self._fhs.values():
-            fh.close()
-        self._fhs.clear()
-        self._mem.clear()
-        if self._dir is not None:
-            self._dir.cleanup()
-
-
-class _BackgroundWriter:
-    """A ``ParquetWriter`` fed through a short queue by one thread: Arrow encodes and
-    compresses a row group with the GIL released while the caller decodes the next chunk.
-    The first write error stops writing and is raised to the caller."""
-
-    _STOP = object()
-
-    def __init__(self, path: Path, schema: pa.Schema, **options: Any) -> None:
-        self._writer = pq.ParquetWriter(path, schema, **options)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=4)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="raw-bars-writer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not self._STOP:
-            if self._error is None:
-                try:
-                    self._writer.write_batch(item)
-                except BaseException as exc:  # handed to the caller
-                    self._error = exc
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put(batch)
-
-    def close(self) -> None:
-        """Flush and close; raises the writer thread's error, if any."""
-        self._queue.put(self._STOP)
-        self._thread.join()
-        self._writer.close()
-        if self._error is not None:
-            raise self._error
-
-
-WRITE_SCHEMA = pa.schema(
-    [
-        pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
-        if f.name in ("symbol", "root", "source_file")
-        else f
-        for f in RAW_BARS_ARROW_SCHEMA
-    ]
-)
-
-PARQUET_OPTIONS: dict[str, Any] = {
-    # dictionary pages for the one-value string columns only; small ints and prices
-    # compress to nothing under zstd anyway, and hashing them costs time
-    "use_dictionary": ["symbol", "root", "source_file"],
-    # bar times step by a fixed interval and volumes are small: delta bit-packing stores
-    # them in a few bits each, cheaper to encode than zstd on 8-byte words
-    "column_encoding": {"ts_event": "DELTA_BINARY_PACKED", "volume": "DELTA_BINARY_PACKED"},
-    "write_statistics": ["ts_event", "instrument_id", "publisher_id"],
-    # readers derive the schema from parquet's own types (timestamp[ns, UTC], uint*, string),
-    # so the dictionary-encoded write layout is not imposed on them
-    "store_schema": False,
-}
 
 DEFAULT_SPILL_MEMORY_BYTES = 192 * 2**20
 # one row group per chunk and instrument at most: small enough that a decoded chunk, its
@@ -569,16 +312,18 @@ def _ingest(
     return report
 
 
-def _empty_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=WRITE_SCHEMA)
-
-
 __all__ = [
     "BAR_SCHEMAS",
     "DEFAULT_CHUNK_RECORDS",
     "DEFAULT_SPILL_MEMORY_BYTES",
+    "KEY_COLUMNS",
+    "PARQUET_OPTIONS",
+    "PRICE_COLUMNS",
+    "PRICE_SCALE",
     "RAW_BARS_ARROW_SCHEMA",
     "RAW_BARS_POLARS_SCHEMA",
+    "STRING_COLUMNS",
+    "UNDEF_PRICE",
     "WRITE_SCHEMA",
     "DbnInputError",
     "DbnMetadata",
