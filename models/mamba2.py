@@ -247,9 +247,11 @@ class Mamba2Mixer(nn.Module):
         return self.forward_with_state(u)[0]
 
     def forward_with_state(
-        self, u: torch.Tensor, state: LayerState | None = None
+        self, u: torch.Tensor, state: LayerState | None = None, *, final_state: bool = True
     ) -> tuple[torch.Tensor, LayerState]:
-        """``u [B, L, d_model]`` -> output and the state after the last step (to continue with ``step``)."""
+        """``u [B, L, d_model]`` -> output and the state after the last step (to continue
+        with ``step``). ``final_state=False``: the caller drops the state, so a short scan may
+        skip computing its SSM part (then ``None``)."""
         bsz, length, _ = u.shape
         z, xbc, dt = self._split(self.in_proj(u))
         xbc, conv_state = self._conv_silu(xbc, None if state is None else state[0])
@@ -270,7 +272,8 @@ class Mamba2Mixer(nn.Module):
             )
         else:
             y, ssm_state = ssd_chunked(
-                x, dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in, dt=dt, d=self.D
+                x, dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in, dt=dt, d=self.D,
+                final_state=final_state,
             )
         out = self.norm.project(y.reshape(bsz, length, self.d_inner), z, self.out_proj)
         return out, (conv_state, ssm_state)
@@ -308,9 +311,9 @@ class Mamba2Layer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward_with_state(
-        self, x: torch.Tensor, state: LayerState | None = None
+        self, x: torch.Tensor, state: LayerState | None = None, *, final_state: bool = True
     ) -> tuple[torch.Tensor, LayerState]:
-        y, state = self.mixer.forward_with_state(self.norm(x), state)
+        y, state = self.mixer.forward_with_state(self.norm(x), state, final_state=final_state)
         return x + self.dropout(y), state
 
     def step(self, x: torch.Tensor, state: LayerState) -> tuple[torch.Tensor, LayerState]:
@@ -355,36 +358,48 @@ class Mamba2Backbone(nn.Module):
         return [layer.mixer.initial_state(batch, device, dtype) for layer in self.layers]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_with_state(x)[0]
+        return self._forward(x, None, final_state=False)[0]
 
     def forward_with_state(
         self, x: torch.Tensor, states: Sequence[LayerState] | None = None
     ) -> tuple[torch.Tensor, list[LayerState]]:
+        return self._forward(x, states, final_state=True)
+
+    def _forward(
+        self, x: torch.Tensor, states: Sequence[LayerState] | None, *, final_state: bool
+    ) -> tuple[torch.Tensor, list[LayerState]]:
         # GPUs have no cache to fit, only kernel launches to save: one block there
         rows, steps = (x.shape[0], x.shape[1]) if x.is_cuda else self.blocks(*x.shape[:2])
         if rows >= x.shape[0]:
-            h, states = self._scan_in_time(x, states, steps)
+            h, states = self._scan_in_time(x, states, steps, final_state)
             return self.norm(h), states
         outs, parts = [], []
         for r0 in range(0, x.shape[0], rows):
             part = None if states is None else [(c[r0:r0 + rows], s[r0:r0 + rows])
                                                 for c, s in states]
-            h, part = self._scan_in_time(x[r0:r0 + rows], part, steps)
+            h, part = self._scan_in_time(x[r0:r0 + rows], part, steps, final_state)
             outs.append(h)
             parts.append(part)
+        if not final_state:
+            return self.norm(torch.cat(outs)), []
         merged = [(torch.cat([p[i][0] for p in parts]), torch.cat([p[i][1] for p in parts]))
                   for i in range(len(self.layers))]
         return self.norm(torch.cat(outs)), merged
 
     def _scan_in_time(
-        self, x: torch.Tensor, states: Sequence[LayerState] | None, steps: int
+        self, x: torch.Tensor, states: Sequence[LayerState] | None, steps: int,
+        final_state: bool = True,
     ) -> tuple[torch.Tensor, list[LayerState]]:
+        """Time segments in order, each layer continuing from its state after the last one;
+        ``final_state=False`` lets the last segment skip computing the state it returns."""
         outs = []
         for start in range(0, x.shape[1], steps):
             h = x[:, start : start + steps]
+            keep = final_state or start + steps < x.shape[1]
             new_states = []
             for i, layer in enumerate(self.layers):
-                h, s = layer.forward_with_state(h, None if states is None else states[i])
+                h, s = layer.forward_with_state(h, None if states is None else states[i],
+                                                final_state=keep)
                 new_states.append(s)
             states = new_states
             outs.append(h)

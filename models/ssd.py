@@ -38,7 +38,8 @@ def ssd_chunked(
     *,
     dt: torch.Tensor | None = None,
     d: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    final_state: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked SSD scan.
 
     Recurrence it computes, per head ``h`` (group ``g = h // (heads / groups)``)::
@@ -55,9 +56,14 @@ def ssd_chunked(
         dt: ``[batch, length, heads]`` input scale, or ``None`` (ones), as the fused
             kernels take it.
         d: ``[heads]`` skip weight, or ``None`` (no skip).
+        final_state: ``False`` when the caller drops the state (``None`` is returned);
+            short sequences then skip computing it.
 
     Returns:
         ``y`` ``[batch, length, heads, headdim]`` and the final state.
+
+    Sequences up to ``single_chunk_length`` are scanned as one chunk
+    (``ssd_single_chunk``), where that is cheaper; the result is the same.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
@@ -71,6 +77,98 @@ def ssd_chunked(
             f"b and c must be [batch, length, groups, d_state] with heads % groups == 0; "
             f"got b {tuple(b.shape)}, c {tuple(c.shape)}, heads {heads}"
         )
+    if length <= single_chunk_length(chunk_size, heads * headdim, d_state):
+        return ssd_single_chunk(x, a, b, c, initial_state, dt=dt, d=d,
+                                final_state=final_state)
+    y, state = ssd_multi_chunk(x, a, b, c, chunk_size, initial_state, dt=dt, d=d)
+    return y, state if final_state else None
+
+
+def single_chunk_length(chunk_size: int, width: int, d_state: int) -> int:
+    """Longest sequence scanned as one chunk.
+
+    Per token, chunking costs ``2 * d_state * width`` multiply-adds to write and read the
+    passed state plus ``chunk * (d_state + width)`` for its diagonal block; one chunk of
+    ``L`` costs ``L * (d_state + width)`` and passes no state (and its fewer, larger
+    products run faster than the model count says). Break-even is this length."""
+    return chunk_size + (2 * d_state * width) // (d_state + width)
+
+
+def ssd_single_chunk(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    *,
+    dt: torch.Tensor | None = None,
+    d: torch.Tensor | None = None,
+    final_state: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The whole sequence as one chunk: ``y = M @ x`` per head with the masked decay matrix
+    ``M[l, s] = C_l . B_s * exp(sum a[s+1..l]) * dt_s`` (``s <= l``), the skip ``D`` on its
+    diagonal, plus the decayed initial state read by ``C``. Same arguments as
+    ``ssd_chunked``; for short sequences it skips the inter-chunk state passing, and
+    ``final_state=False`` skips the state too (returned as ``None``).
+
+    Head-major ``[B, H, L, ...]`` views of the ``[B, L, H, ...]`` inputs are fed to the
+    products directly, and every elementwise factor is applied in place on ``M``, so the
+    only full-size passes are the products themselves."""
+    bsz, length, heads = x.shape[:3]
+    groups = b.shape[2]
+    r = heads // groups
+    a_cumsum = torch.cumsum(a, dim=1).transpose(1, 2)  # b h l
+    scores = c.transpose(1, 2) @ b.permute(0, 2, 3, 1)  # b g l s
+    # in place only where autograd keeps no operand of these products
+    inplace = not torch.is_grad_enabled()
+    # exp(cumsum_l - cumsum_s): the clamp only tames the upper triangle that tril zeroes
+    m = torch.exp((a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)).clamp(max=0))  # b h l s
+    m = m.view(bsz, groups, r, length, length)
+    m = m.mul_(scores.unsqueeze(2)).tril_() if inplace else torch.tril(m * scores.unsqueeze(2))
+    if dt is not None:
+        dt_s = dt.transpose(1, 2).reshape(bsz, groups, r, 1, length)
+        m = m.mul_(dt_s) if inplace else m * dt_s
+    m = m.view(bsz, heads, length, length)
+    if d is not None:
+        skip = d.to(m.dtype)[:, None].expand(heads, length)
+        if inplace:
+            m.diagonal(dim1=-2, dim2=-1).add_(skip)
+        else:
+            m = m + torch.diag_embed(skip)
+    x_hm = x.transpose(1, 2)  # b h l p
+    y = m @ x_hm
+    c_hm = c.transpose(1, 2).repeat_interleave(r, 1) if r > 1 else c.transpose(1, 2)  # b h l n
+    if initial_state is not None:
+        state_in = initial_state.to(x.dtype)  # b h p n
+        y = torch.addcmul(y, c_hm @ state_in.transpose(-1, -2), torch.exp(a_cumsum).unsqueeze(-1))
+    state = None
+    if final_state:
+        # state = sum_s exp(sum a[s+1..L]) dt_s x_s outer B_s, as [p, l] @ [l, n] per head
+        w = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b h l
+        if dt is not None:
+            w = w * dt.transpose(1, 2)
+        b_hm = b.transpose(1, 2).repeat_interleave(r, 1) if r > 1 else b.transpose(1, 2)
+        state = x_hm.transpose(-1, -2) @ (b_hm * w.unsqueeze(-1))  # b h p n
+        if initial_state is not None:
+            state = torch.addcmul(state, state_in, torch.exp(a_cumsum[..., -1])[..., None, None])
+    return y.transpose(1, 2), state
+
+
+def ssd_multi_chunk(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    chunk_size: int,
+    initial_state: torch.Tensor | None,
+    *,
+    dt: torch.Tensor | None,
+    d: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``ssd_chunked`` with chunks of exactly ``chunk_size`` steps (no single-chunk
+    shortcut); arguments already checked."""
+    bsz, length, heads, headdim = x.shape
+    groups, d_state = b.shape[2], b.shape[3]
     skip_x = x
     if dt is not None:
         x = x * dt.unsqueeze(-1)
