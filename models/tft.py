@@ -125,6 +125,20 @@ class TFTConfig:
 CHUNK_ELEMENTS = 1 << 20  # per-variable work is done in row chunks of about this many floats
 
 
+def _linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` without the module-call overhead when ``layer`` is a plain Linear (a
+    quantized replacement is called as a module)."""
+    if type(layer) is nn.Linear and not (layer._forward_pre_hooks or layer._forward_hooks):
+        return F.linear(x, layer.weight, layer.bias)
+    return layer(x)  # hooks (int8 quantization finds the layers it may swap by them) still run
+
+
+def _layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    if type(norm) is nn.LayerNorm and not (norm._forward_pre_hooks or norm._forward_hooks):
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    return norm(x)
+
+
 class GatedLinearUnit(nn.Module):
     """``sigmoid(W4 x + b4) * (W5 x + b5)`` (eq. 5), both maps in one matmul."""
 
@@ -161,6 +175,27 @@ class GatedResidualNetwork(nn.Module):
         residual = a if self.skip is None else self.skip(a)
         return self.norm(residual + self.glu(F.elu(hidden)))
 
+    def fast(self, a: torch.Tensor, context_bias: torch.Tensor | None = None) -> torch.Tensor:
+        """Inference-only ``forward`` with fewer ops; ``context_bias`` is
+        :meth:`context_bias` of the context (added to ``fc_in(a)``, broadcasting)."""
+        hidden = _linear(self.fc_in, a)
+        if context_bias is not None:
+            hidden = hidden + context_bias
+        gated = F.glu(_linear(self.glu.proj, F.elu(hidden)), -1)
+        if self.skip is None:
+            residual = a
+        elif type(self.skip) is PerVariableAffine:
+            return _layer_norm(self.norm, torch.addcmul(gated, a, self.skip.scale)
+                               .add_(self.skip.shift))
+        else:
+            residual = self.skip(a)
+        return _layer_norm(self.norm, residual + gated)
+
+    def context_bias(self, context: torch.Tensor) -> torch.Tensor:
+        if self.fc_context is None:
+            raise ValueError("this GRN was built without a context input")
+        return _linear(self.fc_context, context)
+
 
 class StackedGRN(nn.Module):
     """``n`` independent GRNs (no context) of the same input, run as one matmul, one
@@ -178,10 +213,13 @@ class StackedGRN(nn.Module):
         self.norm_bias = nn.Parameter(torch.zeros(n, 1, d))
 
     def forward(self, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        hidden = F.elu(self.fc_in(a)).view(a.shape[0], self.n, self.d).transpose(0, 1)
+        return tuple(self.stacked(a).unbind(0))
+
+    def stacked(self, a: torch.Tensor) -> torch.Tensor:
+        """The ``n`` outputs as one ``[n, B, d]`` tensor."""
+        hidden = F.elu(_linear(self.fc_in, a)).view(a.shape[0], self.n, self.d).transpose(0, 1)
         gated = F.glu(torch.baddbmm(self.glu_bias, self.dropout(hidden), self.glu_weight), -1)
-        out = F.layer_norm(a + gated, (self.d,)) * self.norm_weight + self.norm_bias
-        return tuple(out.unbind(0))
+        return torch.addcmul(self.norm_bias, F.layer_norm(a + gated, (self.d,)), self.norm_weight)
 
 
 class PerVariableAffine(nn.Module):
@@ -262,6 +300,35 @@ class VariableSelectionNetwork(nn.Module):
         combined = (parts[0] if len(parts) == 1 else torch.cat(parts)) + flat_w @ self.lift_bias
         return self.dropout(combined).reshape(*lead, -1), weights
 
+    def fast(self, x: torch.Tensor, context_bias: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inference-only ``forward`` (no dropout), the same function in fewer ops: the
+        per-variable norm's scale and the selection weight
+        multiplied on the small ``[V, 1, N]`` tensor before touching the wide one, and the
+        lift biases added inside the matmuls. ``context_bias`` is the selector's
+        :meth:`GatedResidualNetwork.context_bias` of the context."""
+        lead = x.shape[:-1]
+        weights = torch.softmax(self.selector.fast(x, context_bias), dim=-1)  # [B, T, V]
+        flat_x = x.reshape(-1, self.n_vars)  # [N, V]
+        flat_w = weights.reshape(-1, self.n_vars)
+        rows = max(1, CHUNK_ELEMENTS // (self.n_vars * 2 * self.width))
+        parts = []
+        for start in range(0, flat_x.shape[0], rows):
+            xc, wc = flat_x[start:start + rows], flat_w[start:start + rows]
+            n = xc.shape[0]
+            xv = xc.t().contiguous().unsqueeze(1)  # [V, 1, n]
+            emb = torch.addcmul(self.embed_bias, xv, self.embed_weight)
+            hidden = F.elu(torch.addcmul(self.pre_bias, xv, self.pre_weight), inplace=True)
+            y = torch.baddbmm(self.glu_bias, self.glu_weight, hidden)  # [V, 2 * width, n]
+            y = torch.addcmul(emb, y[:, :self.width], torch.sigmoid(y[:, self.width:]))
+            centred = y - y.mean(dim=1, keepdim=True)  # (var_mean over dim 1 is 50x slower)
+            var = torch.mul(centred, centred).mean(dim=1, keepdim=True)  # [V, 1, n]
+            weighted = centred.mul_(torch.rsqrt(var.add_(1e-5)).mul_(wc.t().unsqueeze(1)))
+            lifted = torch.addmm(self.lift.bias, weighted.view(-1, n).t(), self.lift.weight.t())
+            parts.append(torch.addmm(lifted, wc, self.lift_bias))
+        combined = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return combined.reshape(*lead, -1), weights
+
 
 class GateAddNorm(nn.Module):
     """Gated skip connection: ``LayerNorm(skip + GLU(x))`` (eq. 12, 15, 17)."""
@@ -273,6 +340,10 @@ class GateAddNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         return self.norm(skip + self.glu(x))
+
+    def fast(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        """Inference-only ``forward`` (no dropout, no module calls)."""
+        return _layer_norm(self.norm, skip + F.glu(_linear(self.glu.proj, x), -1))
 
 
 def causal_mask(n_past: int, n_future: int, device: torch.device | None = None) -> torch.Tensor:
@@ -310,6 +381,18 @@ class InterpretableMultiHeadAttention(nn.Module):
         averaged = self.dropout(attn.mean(dim=1))  # mean_h(A_h) V W_V == mean_h(A_h V W_V)
         return self.out(averaged @ self.v(key)), attn
 
+    def fast(self, query: torch.Tensor, key: torch.Tensor, additive_mask: torch.Tensor
+             ) -> torch.Tensor:
+        """Inference-only ``forward`` without the per-head weights: ``additive_mask`` is 0
+        where a query may look and ``-inf`` where not, added with the scale in one op."""
+        b, tq, _ = query.shape
+        tk = key.shape[1]
+        q = _linear(self.q, query).view(b, tq, self.heads, self.d_head).transpose(1, 2)
+        k = _linear(self.k, key).view(b, tk, self.heads, self.d_head).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(self.d_head))
+        attn = torch.softmax(scores.add_(additive_mask), dim=-1)
+        return _linear(self.out, attn.mean(dim=1) @ _linear(self.v, key))
+
 
 # --- the model ---------------------------------------------------------------
 
@@ -344,10 +427,32 @@ class TemporalFusionTransformer(nn.Module):
         self.positionwise = GatedResidualNetwork(d, d, d, dropout=p)
         self.output_gate = GateAddNorm(d, 0.0)
         self.head = MonotoneQuantileHead(d, len(c.quantiles))
+        self._mask_cache: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
 
     def forward(self, static: torch.Tensor, observed: torch.Tensor, known: torch.Tensor
                 ) -> torch.Tensor:
+        if self._can_run_fast():
+            return self._run_fast(static, observed, known)
         return self._run(static, observed, known, interpret=False)[0]
+
+    def _can_run_fast(self) -> bool:
+        """The inference path needs no autograd, no dropout and no tracer: under
+        export / tracing / scripting the reference path is what gets recorded."""
+        return not (self.training or torch.is_grad_enabled() or torch.compiler.is_exporting()
+                    or torch.jit.is_tracing() or torch.jit.is_scripting())
+
+    def _additive_mask(self, n_past: int, device: torch.device, dtype: torch.dtype
+                       ) -> torch.Tensor:
+        """:func:`causal_mask` as 0 / -inf, cached per (length, device, dtype)."""
+        key = (n_past, device, dtype)
+        mask = self._mask_cache.get(key)
+        if mask is None:
+            allowed = torch.zeros(self.config.horizon, n_past + self.config.horizon,
+                                  device=device, dtype=dtype)
+            mask = allowed.masked_fill_(causal_mask(n_past, self.config.horizon, device),
+                                        float("-inf"))
+            self._mask_cache[key] = mask
+        return mask
 
     def forward_with_interpretation(
         self, static: torch.Tensor, observed: torch.Tensor, known: torch.Tensor
@@ -418,3 +523,38 @@ class TemporalFusionTransformer(nn.Module):
         gated = self.attention_gate(attended, query)
         decoded = self.output_gate(self.positionwise(gated), temporal[:, t:])
         return self.head(decoded), info
+
+    def _run_fast(self, static: torch.Tensor, observed: torch.Tensor, known: torch.Tensor
+                  ) -> torch.Tensor:
+        """:meth:`_run` for inference (eval mode, no grad), the same function in fewer and
+        fused ops and without module-call overhead: what makes batch-1 latency."""
+        b, t = self._check_shapes(static, observed, known)
+        c = self.config
+        if self.static_vsn is not None:
+            static_emb = self.static_vsn.fast(static)[0]
+        else:
+            static_emb = self.static_default.expand(b, -1)
+        contexts = self.static_encoders.stacked(static_emb)  # [4, B, d]
+        ctx_select, ctx_enrich = contexts[0].unsqueeze(1), contexts[1].unsqueeze(1)
+        h0 = contexts[2:3].expand(c.lstm_layers, -1, -1).contiguous()
+        c0 = contexts[3:4].expand(c.lstm_layers, -1, -1).contiguous()
+
+        past_inputs = torch.cat([observed, known[:, :t]], dim=-1)
+        past = self.past_vsn.fast(past_inputs, self.past_vsn.selector.context_bias(ctx_select))[0]
+        if self.future_vsn is not None:
+            future = self.future_vsn.fast(
+                known[:, t:], self.future_vsn.selector.context_bias(ctx_select))[0]
+        else:
+            future = self.future_default.expand(b, c.horizon, -1)
+
+        enc_out, state = self.encoder(past, (h0, c0))
+        dec_out, _ = self.decoder(future, state)
+        temporal = self.lstm_gate.fast(torch.cat([enc_out, dec_out], dim=1),
+                                       torch.cat([past, future], dim=1))
+        enrichment = self.enrichment
+        enriched = enrichment.fast(temporal, enrichment.context_bias(ctx_enrich))
+        query = enriched[:, t:]
+        mask = self._additive_mask(t, enriched.device, enriched.dtype)
+        gated = self.attention_gate.fast(self.attention.fast(query, enriched, mask), query)
+        decoded = self.output_gate.fast(self.positionwise.fast(gated), temporal[:, t:])
+        return self.head(decoded)
