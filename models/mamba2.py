@@ -153,9 +153,12 @@ class RMSNormGated(nn.Module):
         """``linear(forward(x, z))`` for a bias-free ``linear``: the per-token 1/rms is
         applied after the projection, where the tensor is narrower, saving two passes
         over the wide one."""
-        g = x * F.silu(z)
+        return self.project_gated(x * F.silu(z), linear)
+
+    def project_gated(self, g: torch.Tensor, linear: nn.Module) -> torch.Tensor:
+        """``project`` from the gated ``g = x * silu(z)``, for callers that gate in place."""
         sq = torch.linalg.vector_norm(g, dim=-1, keepdim=True).square()
-        inv = torch.rsqrt(sq / x.shape[-1] + self.eps)
+        inv = torch.rsqrt(sq / g.shape[-1] + self.eps)
         return linear(g * self.weight) * inv
 
 
@@ -275,7 +278,11 @@ class Mamba2Mixer(nn.Module):
                 x, dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in, dt=dt, d=self.D,
                 final_state=final_state,
             )
-        out = self.norm.project(y.reshape(bsz, length, self.d_inner), z, self.out_proj)
+        # gate y [B, L, H, P] (head-major strides from a short scan) into silu(z)'s fresh
+        # buffer: one pass, where reshaping y first would copy it
+        gate = F.silu(z).reshape(y.shape)
+        g = gate.mul_(y) if not torch.is_grad_enabled() else gate * y
+        out = self.norm.project_gated(g.reshape(bsz, length, self.d_inner), self.out_proj)
         return out, (conv_state, ssm_state)
 
     def step(self, u: torch.Tensor, state: LayerState) -> tuple[torch.Tensor, LayerState]:
