@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
-import importlib
-import inspect
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -16,15 +17,68 @@ OWNERS = ["team:foxhunt-quant-ml"]
 EAGER_AFTER_CHECKS = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
 
 
+PROJECT_PACKAGES = ("foxhunt_pipeline", "models")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _project_imports(module_name: str, source: str) -> set[str]:
+    """Project modules that ``source`` imports anywhere (top level or inside functions)."""
+    found: set[str] = set()
+    path = _module_file(module_name)
+    is_package = path is not None and path.name == "__init__.py"
+    package = module_name if is_package else module_name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+    return {m for m in found if m.split(".")[0] in PROJECT_PACKAGES}
+
+
+def project_closure(*module_names: str) -> list[str]:
+    """``module_names`` and every project module they import, transitively, sorted."""
+    seen: dict[str, str] = {}
+    todo = list(module_names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(name)
+        if path is None:  # `from module import name`: name is not a module
+            continue
+        seen[name] = path.read_text()
+        todo.extend(_project_imports(name, seen[name]) - seen.keys())
+    return sorted(seen)
+
+
+@functools.cache
+def _module_file(name: str) -> Path | None:
+    """The source file of a project module, found without importing it."""
+    base = PROJECT_ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _source(name: str) -> str:
+    path = _module_file(name)
+    return path.read_text() if path is not None else name
+
+
 def code_version_of(*module_names: str) -> str:
-    """A short hash of the library modules behind an asset, so the UI flags assets whose
-    code changed since they were materialized."""
+    """A short hash of the library code behind an asset (the named modules and all the
+    project modules they import), so the UI flags assets whose code changed since they
+    were materialized, wherever in the call tree the change is."""
     h = hashlib.sha256()
-    for name in module_names:
-        try:
-            h.update(inspect.getsource(importlib.import_module(name)).encode())
-        except (ImportError, OSError, TypeError):
-            h.update(name.encode())
+    for name in project_closure(*module_names):
+        h.update(name.encode())
+        h.update(_source(name).encode())
     return h.hexdigest()[:12]
 
 
