@@ -133,6 +133,18 @@ def _linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return layer(x)  # hooks (int8 quantization finds the layers it may swap by them) still run
 
 
+def _lstm(lstm: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+          ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """An eval-mode ``lstm(x, state)`` straight into the fused kernel ``nn.LSTM.forward``
+    ends in, skipping its per-call Python checks (a quantized LSTM is called as a module)."""
+    if (type(lstm) is nn.LSTM and not (lstm._forward_pre_hooks or lstm._forward_hooks)
+            and not lstm.proj_size and not lstm.bidirectional):
+        out, h, c = torch._VF.lstm(x, state, lstm._flat_weights, lstm.bias, lstm.num_layers,
+                                   0.0, False, False, lstm.batch_first)
+        return out, (h, c)
+    return lstm(x, state)
+
+
 def _layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if type(norm) is nn.LayerNorm and not (norm._forward_pre_hooks or norm._forward_hooks):
         return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
@@ -218,7 +230,9 @@ class StackedGRN(nn.Module):
     def stacked(self, a: torch.Tensor) -> torch.Tensor:
         """The ``n`` outputs as one ``[n, B, d]`` tensor."""
         hidden = F.elu(_linear(self.fc_in, a)).view(a.shape[0], self.n, self.d).transpose(0, 1)
-        gated = F.glu(torch.baddbmm(self.glu_bias, self.dropout(hidden), self.glu_weight), -1)
+        if self.training:
+            hidden = self.dropout(hidden)
+        gated = F.glu(torch.baddbmm(self.glu_bias, hidden, self.glu_weight), -1)
         return torch.addcmul(self.norm_bias, F.layer_norm(a + gated, (self.d,)), self.norm_weight)
 
 
@@ -314,7 +328,8 @@ class VariableSelectionNetwork(nn.Module):
         rows = max(1, CHUNK_ELEMENTS // (self.n_vars * 2 * self.width))
         parts = []
         for start in range(0, flat_x.shape[0], rows):
-            xc, wc = flat_x[start:start + rows], flat_w[start:start + rows]
+            xc, wc = ((flat_x, flat_w) if rows >= flat_x.shape[0] else
+                      (flat_x[start:start + rows], flat_w[start:start + rows]))
             n = xc.shape[0]
             xv = xc.t().contiguous().unsqueeze(1)  # [V, 1, n]
             emb = torch.addcmul(self.embed_bias, xv, self.embed_weight)
@@ -536,8 +551,8 @@ class TemporalFusionTransformer(nn.Module):
             static_emb = self.static_default.expand(b, -1)
         contexts = self.static_encoders.stacked(static_emb)  # [4, B, d]
         ctx_select, ctx_enrich = contexts[0].unsqueeze(1), contexts[1].unsqueeze(1)
-        h0 = contexts[2:3].expand(c.lstm_layers, -1, -1).contiguous()
-        c0 = contexts[3:4].expand(c.lstm_layers, -1, -1).contiguous()
+        h0 = contexts[2:3].expand(c.lstm_layers, -1, -1)  # the kernel takes strided states
+        c0 = contexts[3:4].expand(c.lstm_layers, -1, -1)
 
         past_inputs = torch.cat([observed, known[:, :t]], dim=-1)
         past = self.past_vsn.fast(past_inputs, self.past_vsn.selector.context_bias(ctx_select))[0]
@@ -547,8 +562,8 @@ class TemporalFusionTransformer(nn.Module):
         else:
             future = self.future_default.expand(b, c.horizon, -1)
 
-        enc_out, state = self.encoder(past, (h0, c0))
-        dec_out, _ = self.decoder(future, state)
+        enc_out, state = _lstm(self.encoder, past, (h0, c0))
+        dec_out, _ = _lstm(self.decoder, future, state)
         temporal = self.lstm_gate.fast(torch.cat([enc_out, dec_out], dim=1),
                                        torch.cat([past, future], dim=1))
         enrichment = self.enrichment
