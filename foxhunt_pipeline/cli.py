@@ -130,22 +130,31 @@ def ui(port, host, home) -> None:
 @click.option("--stype-in", default="parent", show_default=True)
 @home_option
 def download(dataset, symbols, schema, start, end, stype_in, home) -> None:
-    """Download bars into the landing zone (API key from DATABENTO_API_KEY only)."""
-    from resources.databento_source import MissingApiKeyError, download_to_landing
+    """Download bars into the landing zone (API key from DATABENTO_API_KEY only); with
+    $FOXHUNT_LANDING_URL set, the finished file is uploaded there."""
+    from foxhunt_pipeline.object_store import is_local, landing_root, put_file
+    from resources.databento_source import MissingApiKeyError, download_to_landing, landed_name
 
     paths = _paths(home)
+    landing = landing_root(home=paths.home)
+    local_landing = Path(landing.path) if is_local(landing) else paths.home / "scratch" / "download"
     try:
         if date.fromisoformat(end[:10]) < date.fromisoformat(start[:10]):
             raise click.BadParameter(f"--end {end} is before --start {start}")
     except ValueError as e:
         raise click.BadParameter(f"dates must be ISO format (YYYY-MM-DD): {e}") from e
+    target = landing / landed_name(dataset, schema, start, end)
+    if not is_local(landing) and target.exists():  # checked before paying for the download
+        raise click.ClickException(f"{target} already landed; landed files are never overwritten")
     try:
         dest = download_to_landing(
-            paths.landing, dataset=dataset, symbols=[s.strip() for s in symbols.split(",") if s.strip()],
+            local_landing, dataset=dataset, symbols=[s.strip() for s in symbols.split(",") if s.strip()],
             schema=schema, start=start, end=end, stype_in=stype_in,
         )
-    except MissingApiKeyError as e:
+    except (MissingApiKeyError, FileExistsError) as e:
         raise click.ClickException(str(e)) from e
+    if not is_local(landing):
+        dest = put_file(dest, target)
     click.echo(f"landed {dest}")
 
 

@@ -13,6 +13,12 @@ class MissingApiKeyError(RuntimeError):
     pass
 
 
+def landed_name(dataset: str, schema: str, start: str, end: str) -> str:
+    """The landed file name of one downloaded range (the partition key it will get)."""
+    return (f"{dataset.lower().replace('.', '-')}-{start[:10].replace('-', '')}-"
+            f"{end[:10].replace('-', '')}.{schema}.dbn.zst")
+
+
 def download_to_landing(
     landing: Path,
     *,
@@ -37,7 +43,7 @@ def download_to_landing(
     import databento as db
 
     landing.mkdir(parents=True, exist_ok=True)
-    name = f"{dataset.lower().replace('.', '-')}-{start[:10].replace('-', '')}-{end[:10].replace('-', '')}.{schema}.dbn.zst"
+    name = landed_name(dataset, schema, start, end)
     dest = landing / name
     if dest.exists():
         raise FileExistsError(f"{dest} already landed; landed files are never overwritten")

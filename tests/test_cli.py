@@ -62,3 +62,36 @@ def test_sql_reads_the_duckdb_file_and_names_a_missing_one(foxhunt_home):
     assert "ESH4" in ok.output
     bad = CliRunner().invoke(main, ["sql", "select * from nope"])
     assert bad.exit_code != 0 and "nope" in bad.output
+
+
+def test_download_lands_in_the_object_store_when_the_landing_zone_is_a_url(
+        foxhunt_home, monkeypatch, tmp_path):
+    import databento
+    from upath import UPath
+
+    landing = UPath(f"memory://cli-{tmp_path.name}/landing")
+    monkeypatch.setenv("FOXHUNT_LANDING_URL", str(landing))
+    monkeypatch.setenv("DATABENTO_API_KEY", "db-test")
+    calls = []
+
+    class FakeTimeseries:
+        def get_range(self, *, path, **kw):
+            calls.append(kw)
+            with open(path, "wb") as f:
+                f.write(b"DBN-bytes")
+
+    class FakeHistorical:
+        def __init__(self, key):
+            self.timeseries = FakeTimeseries()
+
+    monkeypatch.setattr(databento, "Historical", FakeHistorical)
+    args = ["download", "--start", "2024-03-01", "--end", "2024-03-02"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    name = "glbx-mdp3-20240301-20240302.ohlcv-1m.dbn.zst"
+    assert (landing / name).read_bytes() == b"DBN-bytes"
+    assert not list((foxhunt_home / "landing").iterdir())  # nothing landed locally
+    again = CliRunner().invoke(main, args)  # the vendor file again: refused, not overwritten
+    assert again.exit_code != 0 and "never overwritten" in again.output
+    assert (landing / name).read_bytes() == b"DBN-bytes" and len(calls) == 1  # nothing re-bought
+    landing.fs.rm(landing.path, recursive=True)
