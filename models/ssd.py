@@ -171,65 +171,79 @@ def ssd_multi_chunk(
     d: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``ssd_chunked`` with chunks of exactly ``chunk_size`` steps (no single-chunk
-    shortcut); arguments already checked."""
+    shortcut); arguments already checked.
+
+    Head-major layout ``[b, h, chunk, step, ...]``: one copy of ``x`` (which the padding or
+    the per-head products need anyway) serves the diagonal blocks and the chunk states;
+    ``dt`` and ``D`` enter the small decay factors, never a pass over ``x`` or ``y``. States
+    are kept as ``[d_state, headdim]`` so both state products are plain (a transposed
+    operand makes the batched GEMM ~3x slower)."""
     bsz, length, heads, headdim = x.shape
     groups, d_state = b.shape[2], b.shape[3]
-    skip_x = x
-    if dt is not None:
-        x = x * dt.unsqueeze(-1)
-    pad = (-length) % chunk_size
-    if pad:
-        x = F.pad(x, (0, 0, 0, 0, 0, pad))
-        a = F.pad(a, (0, 0, 0, pad))
-        b = F.pad(b, (0, 0, 0, 0, 0, pad))
-        c = F.pad(c, (0, 0, 0, 0, 0, pad))
-    n_chunks = x.shape[1] // chunk_size
     r = heads // groups
-    # Working layout [batch, chunk, group, step, head-in-group, ...]: for one group (the
-    # default) it is a free reshape of the input, and the state products can treat
-    # (head, headdim) as one matrix axis, so B and C are never copied per head.
-    x = x.reshape(bsz, n_chunks, chunk_size, groups, r, headdim).transpose(2, 3)
-    b = b.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3)  # b c g l n
-    c = c.reshape(bsz, n_chunks, chunk_size, groups, d_state).transpose(2, 3)
-    a = a.reshape(bsz, n_chunks, chunk_size, groups, r).permute(0, 1, 3, 4, 2)  # b c g r l
-    a_cumsum = torch.cumsum(a, dim=-1)
-    a_cumsum_lr = a_cumsum.transpose(-1, -2).unsqueeze(-1)  # b c g l r 1
+    pad = (-length) % chunk_size
+    n_chunks = (length + pad) // chunk_size
+    inplace = not torch.is_grad_enabled()
 
-    # 1. intra-chunk (diagonal blocks): C_l . B_s * exp(sum a[s+1..l]) for s <= l.
-    #    Within a chunk the cumulative sums are short, so their difference is as accurate as
-    #    segsum() (the fused kernels do the same). The clamp only tames the unused upper
-    #    triangle (which the causal mask on C.B zeroes): exp of large or -inf values is slow.
-    scores = torch.tril(c @ b.transpose(-1, -2)).unsqueeze(3)  # b c g 1 l s
-    scores = scores * torch.exp((a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)).clamp(max=0))
-    y_diag = scores @ x.transpose(3, 4)  # [b c g r l s] @ [b c g r s p]
+    def chunked(t: torch.Tensor) -> torch.Tensor:  # [b, l, k, ...] -> [b, k, chunk, step, ...]
+        t = t.transpose(1, 2)
+        if pad:
+            t = F.pad(t, (0, 0) * (t.dim() - 3) + (0, pad))
+        return t.reshape(t.shape[0], t.shape[1], n_chunks, chunk_size, *t.shape[3:])
 
-    # 2. each chunk's own contribution to the state at its end, kept as [n, (r p)] so that
-    #    step 4 is a plain product (a transposed operand makes the batched GEMM ~3x slower)
-    decay_to_end = torch.exp(a_cumsum_lr[..., -1:, :, :] - a_cumsum_lr)  # b c g l r 1
-    xd = (x * decay_to_end).reshape(bsz, n_chunks, groups, chunk_size, r * headdim)
-    chunk_states = b.transpose(-1, -2) @ xd  # b c g n (r p)
+    # padded steps: a = 0 (no decay), x = B = C = dt = 0 (no input)
+    x_hm = chunked(x).contiguous()  # b h k l p
+    b_g, c_g = chunked(b), chunked(c)  # b g k l n
+    a_cumsum = torch.cumsum(chunked(a), dim=-1).contiguous()  # b h k l
+    dt_hm = None if dt is None else chunked(dt)  # b h k l
 
-    # 3. inter-chunk recurrence: the state entering each chunk
+    # 1. diagonal blocks: y = M @ x with M[l, s] = C_l . B_s exp(cs_l - cs_s) dt_s (s <= l)
+    #    plus D on the diagonal; the clamp only tames the upper triangle the tril zeroes
+    scores = torch.tril(c_g @ b_g.transpose(-1, -2))  # b g k l s
+    m = a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)  # b h k l s
+    m = m.clamp_(max=0).exp_() if inplace else m.clamp(max=0).exp()
+    m = m.view(bsz, groups, r, n_chunks, chunk_size, chunk_size)
+    m = m.mul_(scores.unsqueeze(2)) if inplace else m * scores.unsqueeze(2)
+    if dt_hm is not None:
+        dt_s = dt_hm.reshape(bsz, groups, r, n_chunks, 1, chunk_size)
+        m = m.mul_(dt_s) if inplace else m * dt_s
+    m = m.view(bsz, heads, n_chunks, chunk_size, chunk_size)
+    if d is not None:
+        skip = d.to(m.dtype)[:, None, None].expand(heads, n_chunks, chunk_size)
+        if inplace:
+            m.diagonal(dim1=-2, dim2=-1).add_(skip)
+        else:
+            m = m + torch.diag_embed(skip)
+    y = m @ x_hm  # b h k l p
+
+    # 2. each chunk's own contribution to the state at its end, [n, p] per head
+    w = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b h k l
+    if dt_hm is not None:
+        w = w * dt_hm
+    bw = b_g.unsqueeze(2) * w.view(bsz, groups, r, n_chunks, chunk_size, 1)  # b g r k l n
+    chunk_states = bw.view(bsz, heads, n_chunks, chunk_size, d_state).transpose(-1, -2) @ x_hm
+
+    # 3. inter-chunk recurrence: the state entering each chunk, b h n p
     if initial_state is None:
-        state = x.new_zeros(bsz, groups, d_state, r, headdim)
-    else:  # [b, h, p, n] -> [b, g, n, r, p]
-        state = initial_state.to(x.dtype).reshape(bsz, groups, r, headdim, d_state)
-        state = state.permute(0, 1, 4, 2, 3)
-    chunk_states = chunk_states.reshape(bsz, n_chunks, groups, d_state, r, headdim)
-    chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-3)  # b c g 1 r 1
+        state = x.new_zeros(bsz, heads, d_state, headdim)
+    else:
+        state = initial_state.to(x.dtype).transpose(-1, -2)
+    chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
     entering = []
     for k in range(n_chunks):
         entering.append(state)
-        state = torch.addcmul(chunk_states[:, k], state, chunk_decay[:, k])
-    states_in = torch.stack(entering, dim=1).reshape(bsz, n_chunks, groups, d_state, r * headdim)
+        state = torch.addcmul(chunk_states[:, :, k], state, chunk_decay[:, :, k])
+    states_in = torch.stack(entering, dim=2)  # b h k n p
 
-    # 4. state -> output within each chunk, [b c g l (r p)], plus the diagonal blocks
-    y_off = (c @ states_in).reshape(x.shape)
-    y = torch.addcmul(y_diag.transpose(3, 4), y_off, torch.exp(a_cumsum_lr))  # b c g l r p
-    y = y.transpose(2, 3).reshape(bsz, n_chunks * chunk_size, heads, headdim)[:, :length]
-    if d is not None:
-        y = torch.addcmul(y, skip_x, d.to(y.dtype)[:, None])
-    return y, state.permute(0, 1, 3, 4, 2).reshape(bsz, heads, headdim, d_state)
+    # 4. state -> output within each chunk, C_l . state * exp(cs_l), C shared by a group
+    c_h = c_g.unsqueeze(2).expand(bsz, groups, r, n_chunks, chunk_size, d_state)
+    y_off = c_h.reshape(bsz, heads, n_chunks, chunk_size, d_state) @ states_in
+    if inplace:
+        y.addcmul_(y_off, torch.exp(a_cumsum).unsqueeze(-1))
+    else:
+        y = torch.addcmul(y, y_off, torch.exp(a_cumsum).unsqueeze(-1))
+    y = y.view(bsz, heads, n_chunks * chunk_size, headdim)[:, :, :length]
+    return y.transpose(1, 2), state.transpose(-1, -2)
 
 
 def ssd_sequential(
