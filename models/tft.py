@@ -48,6 +48,12 @@ none changes what the model can express in a way that matters here):
   lengths) lets decoder step ``i`` see positions ``<= T + i``.
 * **Static contexts shared across LSTM layers.** ``c_h`` / ``c_c`` initialise every
   layer of the 2-layer LSTM (the paper describes a single layer).
+* **An inference fast path.** In eval mode without autograd (and outside export /
+  tracing), ``forward`` runs ``_run_fast``: the same function as ``_run`` (within float
+  rounding, tested against the old forward in ``tests/test_tft_fast_path.py``) in fewer,
+  fused ops, without module-call overhead and with the causal mask cached; batch-1
+  latency is mostly per-op overhead. Hooked or quantized layers are still called as
+  modules, so ``quantize_dynamic`` finds and swaps the same layers.
 * **Non-crossing quantiles.** A base quantile plus cumulative softplus increments
   (``models.quantile``) instead of ``Q`` independent linear outputs.
 """
@@ -317,9 +323,9 @@ class VariableSelectionNetwork(nn.Module):
     def fast(self, x: torch.Tensor, context_bias: torch.Tensor | None = None
              ) -> tuple[torch.Tensor, torch.Tensor]:
         """Inference-only ``forward`` (no dropout), the same function in fewer ops: the
-        per-variable norm's scale and the selection weight
-        multiplied on the small ``[V, 1, N]`` tensor before touching the wide one, and the
-        lift biases added inside the matmuls. ``context_bias`` is the selector's
+        per-variable norm's scale and the selection weight are multiplied on the small
+        ``[V, 1, N]`` tensor before touching the wide one, and the lift biases are added
+        inside the matmuls. ``context_bias`` is the selector's
         :meth:`GatedResidualNetwork.context_bias` of the context."""
         lead = x.shape[:-1]
         weights = torch.softmax(self.selector.fast(x, context_bias), dim=-1)  # [B, T, V]
@@ -460,13 +466,14 @@ class TemporalFusionTransformer(nn.Module):
                        ) -> torch.Tensor:
         """:func:`causal_mask` as 0 / -inf, cached per (length, device, dtype)."""
         key = (n_past, device, dtype)
-        mask = self._mask_cache.get(key)
+        cache = self.__dict__.setdefault("_mask_cache", {})  # also on models unpickled from old
+        mask = cache.get(key)
         if mask is None:
             allowed = torch.zeros(self.config.horizon, n_past + self.config.horizon,
                                   device=device, dtype=dtype)
             mask = allowed.masked_fill_(causal_mask(n_past, self.config.horizon, device),
                                         float("-inf"))
-            self._mask_cache[key] = mask
+            cache[key] = mask
         return mask
 
     def forward_with_interpretation(
