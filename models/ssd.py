@@ -229,11 +229,20 @@ def ssd_multi_chunk(
     else:
         state = initial_state.to(x.dtype).transpose(-1, -2)
     chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
-    entering = []
-    for k in range(n_chunks):
-        entering.append(state)
-        state = torch.addcmul(chunk_states[:, :, k], state, chunk_decay[:, :, k])
-    states_in = torch.stack(entering, dim=2)  # b h k n p
+    own, decay = chunk_states.unbind(2), chunk_decay.unbind(2)
+    if inplace:  # one op per chunk, written into place: per-chunk dispatch dominates here
+        states = x.new_empty(bsz, heads, n_chunks + 1, d_state, headdim)
+        views = states.unbind(2)
+        views[0].copy_(state)
+        for k in range(n_chunks):
+            torch.addcmul(own[k], views[k], decay[k], out=views[k + 1])
+        states_in, state = states[:, :, :-1], views[-1]  # b h k n p
+    else:
+        entering = []
+        for k in range(n_chunks):
+            entering.append(state)
+            state = torch.addcmul(own[k], state, decay[k])
+        states_in = torch.stack(entering, dim=2)
 
     # 4. state -> output within each chunk, C_l . state * exp(cs_l), C shared by a group
     c_h = c_g.unsqueeze(2).expand(bsz, groups, r, n_chunks, chunk_size, d_state)
