@@ -231,19 +231,28 @@ class Mamba2Mixer(nn.Module):
 
         Computed as ``d_conv`` shifted multiply-adds in the ``[B, L, C]`` layout the
         projection writes: the same sum as ``conv1d`` (cross-correlation, taps
-        oldest-first), without the two transposes and the depthwise oneDNN kernel,
-        which together cost ~7x more at these widths."""
+        oldest-first), without the two transposes, the padded copy and the depthwise
+        oneDNN kernel, which together cost ~7x more at these widths."""
         width = self.d_conv - 1
-        length = xbc.shape[1]
-        if conv_in is None:
-            padded = F.pad(xbc, (0, 0, width, 0))
-        else:
-            padded = torch.cat([conv_in.transpose(1, 2), xbc], dim=1)
+        bsz, length, channels = xbc.shape
         taps = self.conv1d.weight[:, 0].t().contiguous()  # [d_conv, C]: strided taps cost 3x
-        out = torch.addcmul(self.conv1d.bias, padded[:, :length], taps[0])
-        for k in range(1, self.d_conv):
-            out.addcmul_(padded[:, k : k + length], taps[k])
-        conv_state = padded[:, padded.shape[1] - width :].transpose(1, 2)
+        # tap k reads x[t - (width - k)]: the newest tap sets out, the older ones add shifted
+        # slices, and only the first steps of a carried scan read the carried context
+        out = torch.addcmul(self.conv1d.bias, xbc, taps[width])
+        context = None if conv_in is None else conv_in.transpose(1, 2)  # [B, width, C]
+        for k in range(width):
+            shift = width - k
+            if shift < length:
+                out[:, shift:].addcmul_(xbc[:, : length - shift], taps[k])
+            if context is not None:
+                n = min(shift, length)
+                out[:, :n].addcmul_(context[:, k : k + n], taps[k])
+        if length >= width:
+            conv_state = xbc[:, length - width :].transpose(1, 2)
+        else:
+            if context is None:
+                context = xbc.new_zeros(bsz, width, channels)
+            conv_state = torch.cat([context[:, length:], xbc], dim=1).transpose(1, 2)
         return F.silu(out, inplace=True), conv_state
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:

@@ -235,3 +235,19 @@ def test_forecaster_matches_the_sequential_reference_model(lookback):
         fast = model(static, observed, known)
     slow = model.forward_recurrent(static, observed, known)
     torch.testing.assert_close(fast, slow, rtol=1e-9, atol=1e-9)
+
+
+def test_shifted_conv_gradients_equal_conv1d():
+    torch.manual_seed(4)
+    mixer = Mamba2Mixer(8, d_state=4, d_conv=4, headdim=4).double()
+    xbc = torch.randn(2, 6, mixer.conv_dim, dtype=torch.float64, requires_grad=True)
+    conv_in = torch.randn(2, mixer.conv_dim, 3, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for fn in (mixer._conv_silu, lambda x, s: reference_conv(mixer, x, s)):
+        mixer.zero_grad()
+        out, state = fn(xbc, conv_in)
+        gx, gs = torch.autograd.grad(out.square().sum() + state.sum(), (xbc, conv_in))
+        gw, = torch.autograd.grad(fn(xbc, conv_in)[0].sum(), (mixer.conv1d.weight,))
+        grads.append((gx, gs, gw))
+    for mine, ref in zip(*grads, strict=True):
+        torch.testing.assert_close(mine, ref)
