@@ -69,17 +69,33 @@ def _const_dict(value: str | None, n: int) -> pa.DictionaryArray:
     the parquet writer stores it as a dictionary page plus run-length indices)."""
     if value is None:
         return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
-    return pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array([value]))
+    global _ZEROS
+    if len(_ZEROS) < n:
+        _ZEROS = np.zeros(max(n, 2 * len(_ZEROS)), dtype=np.int32)
+        _ZEROS.flags.writeable = False
+    return pa.DictionaryArray.from_arrays(_ZEROS[:n], pa.array([value]))
+
+
+# shared, read-only indices for the one-value dictionaries (Arrow arrays are immutable)
+_ZEROS = np.zeros(0, dtype=np.int32)
 
 
 def _batch(
-    recs: np.ndarray, symbol: str, root: str | None, source_file: str
+    recs: np.ndarray,
+    symbol: str,
+    root: str | None,
+    source_file: str,
+    screen: BatchScreen | None = None,
 ) -> tuple[pa.RecordBatch, int]:
     """Batch in the on-disk raw_bars layout (:data:`WRITE_SCHEMA`); also the number of rows
-    with an UNDEF price. Fixed-point prices become float64, UNDEF_PRICE becomes null."""
+    with an UNDEF price. Fixed-point prices become float64, UNDEF_PRICE becomes null.
+
+    ``screen``: filled with whether the batch, alone, passes the raw_bars contract's
+    row checks (see :class:`BatchScreen`), judged on the very arrays the batch holds."""
     n = len(recs)
+    ts = np.ascontiguousarray(recs["ts_event"]).view(np.int64)
     cols: list[pa.Array] = [
-        pa.array(recs["ts_event"].view(np.int64), pa.int64()).view(pa.timestamp("ns", tz="UTC")),
+        pa.array(ts, pa.int64()).view(pa.timestamp("ns", tz="UTC")),
         pa.array(np.ascontiguousarray(recs["rtype"]), pa.uint8()),
         pa.array(np.ascontiguousarray(recs["publisher_id"]), pa.uint16()),
         pa.array(np.ascontiguousarray(recs["instrument_id"]), pa.uint32()),
@@ -87,10 +103,12 @@ def _batch(
         _const_dict(root, n),
     ]
     any_undef: np.ndarray | None = None
+    prices: list[np.ndarray] = []
     for c in PRICE_COLUMNS:
         raw = recs[c]
         undef = raw == UNDEF_PRICE
         px = raw / PRICE_SCALE
+        prices.append(px)
         if undef.any():
             any_undef = undef if any_undef is None else any_undef | undef
             cols.append(pa.array(px, pa.float64(), mask=undef))
@@ -99,7 +117,69 @@ def _batch(
     cols.append(pa.array(np.ascontiguousarray(recs["volume"]), pa.uint64()))
     cols.append(_const_dict(source_file, n))
     n_undef = 0 if any_undef is None else int(any_undef.sum())
+    if screen is not None:
+        screen.passed = n > 0 and n_undef == 0 and root is not None and screen.judge(ts, prices)
     return pa.RecordBatch.from_arrays(cols, schema=WRITE_SCHEMA), n_undef
+
+
+class BatchScreen:
+    """The raw_bars screen done in numpy on a batch's own arrays, instead of a polars pass
+    over the finished batch (which cost as much as the rest of the batch put together).
+
+    Like :func:`foxhunt_pipeline.schemas.screen_passes` it may only be too strict: True
+    means every row passes the contract's checks (positive finite prices, consistent OHLC,
+    ``ts_event`` inside the metadata range and strictly increasing, no nulls); the step
+    from the previous batch is left to :meth:`StreamValidator.feed_passed`. It applies
+    only to a schema whose checks are exactly :data:`CHECKS` (see :meth:`for_schema`)."""
+
+    # (column or None for a frame check, check name, its statistics): exactly what the
+    # numpy judgement below covers
+    CHECKS = frozenset(
+        {
+            *((c, "greater_than", (("min_value", 0),)) for c in PRICE_COLUMNS),
+            *((c, "finite", ()) for c in PRICE_COLUMNS),
+            ("volume", "greater_than_or_equal_to", (("min_value", 0),)),
+            ("ts_event", "ts_event_in_metadata_range", ()),
+            (None, "ohlc_consistent", ()),
+            (None, "ts_event_increasing_per_instrument", ()),
+            (None, "unique_instrument_id_ts_event_publisher_id", ()),
+        }
+    )
+
+    def __init__(self, start_ns: int | None, end_ns: int | None) -> None:
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.passed = False
+
+    @classmethod
+    def for_schema(
+        cls, schema: Any, start_ns: int | None, end_ns: int | None
+    ) -> BatchScreen | None:
+        """A screen for ``schema`` (pandera), or None when it carries a check this screen
+        does not know (then every batch goes through the schema's own screen)."""
+
+        def key(column: str | None, check: Any) -> tuple:
+            return column, check.name, tuple(sorted((check.statistics or {}).items()))
+
+        names = {key(None, k) for k in schema.checks}
+        for col_name, col in schema.columns.items():
+            names |= {key(col_name, k) for k in col.checks}
+        expected = {n: c.dtype.type for n, c in schema.columns.items()}
+        layout = dict(RAW_BARS_POLARS_SCHEMA)
+        return cls(start_ns, end_ns) if names <= cls.CHECKS and expected == layout else None
+
+    def judge(self, ts: np.ndarray, prices: list[np.ndarray]) -> bool:
+        o, h, lo, c = prices
+        if len(ts) > 1 and not bool((ts[1:] > ts[:-1]).all()):
+            return False
+        if self.start_ns is not None and int(ts[0]) < self.start_ns:
+            return False
+        if self.end_ns is not None and int(ts[-1]) >= self.end_ns:
+            return False
+        # every price is a finite int64 over 1e9; > 0 on the low and OHLC order imply the rest
+        if not bool((lo > 0).all()):
+            return False
+        return bool((lo <= np.minimum(o, c)).all() and (np.maximum(o, c) <= h).all())
 
 
 def _validation_view(batch: pa.RecordBatch) -> tuple[pl.DataFrame, dict[str, str | None]]:

@@ -20,6 +20,7 @@ live beside it: :mod:`~foxhunt_pipeline.dbn_open` (opening, metadata),
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import polars as pl
+import pyarrow as pa
 
 from foxhunt_pipeline.dbn_batches import (
     KEY_COLUMNS,
@@ -39,6 +41,7 @@ from foxhunt_pipeline.dbn_batches import (
     STRING_COLUMNS,
     UNDEF_PRICE,
     WRITE_SCHEMA,
+    BatchScreen,
     _batch,
     _empty_batch,
     _validation_view,
@@ -118,6 +121,12 @@ DEFAULT_SPILL_MEMORY_BYTES = 192 * 2**20
 DEFAULT_CHUNK_RECORDS = 262_144
 
 
+def _last_row(batch: pa.RecordBatch, validator: StreamValidator) -> pl.DataFrame:
+    """A batch's last row in the contract's layout, for the validator to carry over."""
+    frame, consts = _validation_view(batch.slice(batch.num_rows - 1, 1))
+    return validator._materialise(frame, consts)
+
+
 class _NeedsSort(Exception):
     """The streamed instrument is not strictly increasing in time: redo with it spilled."""
 
@@ -132,6 +141,8 @@ class _Run:
     source_file: str
     row_group_rows: int
     writer: _BackgroundWriter | None = None
+    # numpy screen of each batch as it is built (None: every batch screened by polars)
+    screen: BatchScreen | None = None
 
     def emit(self, iid: int, recs: np.ndarray) -> None:
         """Write one instrument's time-sorted records, split by their dated symbol."""
@@ -146,10 +157,19 @@ class _Run:
                 continue
             for a in range(lo, hi, self.row_group_rows):
                 b = min(a + self.row_group_rows, hi)
-                batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file)
+                batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file, self.screen)
                 report.undef_price_rows += n_undef
                 report.rows_out += b - a
-                if self.validator is not None:
+                if self.validator is not None and not (
+                    self.screen is not None
+                    and self.screen.passed
+                    and self.validator.feed_passed(
+                        b - a,
+                        (iid, int(recs["ts_event"][a])),
+                        (iid, int(recs["ts_event"][b - 1])),
+                        functools.partial(_last_row, batch, self.validator),
+                    )
+                ):
                     self.validator.feed(*_validation_view(batch))
                 self.writer.write(batch)
 
@@ -242,6 +262,8 @@ def _ingest(
         else None
     )
     run = _Run(report, resolver, validator, source_file, row_group_rows)
+    if validator is not None:
+        run.screen = BatchScreen.for_schema(validator.schema, meta.start_ns, meta.end_ns)
     keep: dict[int, bool] = {}
     known = sorted(set(resolver.intervals) | set(def_symbols))
     stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None

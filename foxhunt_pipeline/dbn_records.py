@@ -6,13 +6,16 @@ Reading goes through ``databento.DBNStore``; a truncated or corrupt stream becom
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import databento_dbn
 import numpy as np
-import polars as pl
 import zstandard
 from databento.common.error import BentoError, BentoWarning
 
@@ -32,12 +35,23 @@ def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     flat = np.ascontiguousarray(arr).view(np.uint64).reshape(len(arr), words) if words else None
 
     def take(sel: np.ndarray) -> np.ndarray:
-        return flat[sel].reshape(-1).view(arr.dtype) if flat is not None else arr[sel]
+        """Rows by boolean mask or index array; ``np.compress``/``np.take`` along axis 0 copy
+        whole rows at once, about 2.5x faster than ``flat[mask]``."""
+        if flat is None:
+            return arr[sel]
+        rows = np.compress(sel, flat, axis=0) if sel.dtype == bool else np.take(flat, sel, axis=0)
+        return rows.reshape(-1).view(arr.dtype)
 
-    uniq = pl.Series(ids).unique().sort().to_numpy()
-    if len(uniq) <= 8:  # a few outrights: one comparison pass per instrument beats a sort
-        for iid in uniq:
-            yield int(iid), take(ids == iid)
+    # a few outrights: one comparison pass per instrument beats a sort; the ids are found
+    # by peeling them off one at a time (a polars unique costs more on two ids)
+    few: list[int] = []
+    rest = ids
+    while len(rest) and len(few) <= 8:
+        few.append(int(rest[0]))
+        rest = rest[rest != rest[0]]
+    if len(rest) == 0:
+        for iid in sorted(few):
+            yield iid, take(ids == iid)
         return
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
@@ -58,24 +72,69 @@ def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:
     return recs[np.r_[True, ~same]]
 
 
+class _Prefetcher:
+    """Decodes the next chunk on a reader thread while the caller works on this one: the
+    zstd decompression behind ``to_ndarray`` releases the GIL, so the two overlap. At most
+    one decoded chunk waits in the queue. Exceptions cross over to the caller."""
+
+    _END = object()
+
+    def __init__(self, chunks: Iterator[np.ndarray]) -> None:
+        self._chunks = chunks
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dbn-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for arr in self._chunks:
+                self._queue.put(arr)
+                if self._stop.is_set():
+                    return
+            self._queue.put(self._END)
+        except BaseException as exc:  # handed to the caller
+            self._queue.put(exc)
+
+    def next(self) -> np.ndarray | None:
+        item = self._queue.get()
+        if item is self._END:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stop reading; drains the queue so a blocked reader thread can finish."""
+        self._stop.set()
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+        self._thread.join()
+
+
 def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
-    """Chunks of records; a truncated or corrupt stream is a DbnInputError, not a warning."""
-    try:
-        chunks = iter(store.to_ndarray(count=chunk_records))
-        while True:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", BentoWarning)
-                arr = next(chunks, None)
-            if arr is None:
-                return
-            if len(arr):
-                yield arr
-    except BentoWarning as exc:
-        raise DbnInputError(src, f"truncated DBN data ({exc})") from exc
-    except zstandard.ZstdError as exc:
-        raise DbnInputError(src, f"corrupt zstd data ({exc})") from exc
-    except (BentoError, databento_dbn.DBNError) as exc:
-        raise DbnInputError(src, f"corrupt DBN records ({exc})") from exc
+    """Chunks of records, decoded one ahead (see :class:`_Prefetcher`); a truncated or
+    corrupt stream is a DbnInputError, not a warning.
+
+    The BentoWarning-as-error filter spans the whole iteration, set from the caller's
+    thread (``catch_warnings`` is process-wide, so setting it on the reader thread could
+    interleave badly with the caller's own ``catch_warnings``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BentoWarning)
+        reader = _Prefetcher(iter(store.to_ndarray(count=chunk_records)))
+        try:
+            while (arr := reader.next()) is not None:
+                if len(arr):
+                    yield arr
+        except BentoWarning as exc:
+            raise DbnInputError(src, f"truncated DBN data ({exc})") from exc
+        except zstandard.ZstdError as exc:
+            raise DbnInputError(src, f"corrupt zstd data ({exc})") from exc
+        except (BentoError, databento_dbn.DBNError) as exc:
+            raise DbnInputError(src, f"corrupt DBN records ({exc})") from exc
+        finally:
+            reader.close()
 
 
 def _strictly_after(last_ts: int, ts: np.ndarray) -> bool:

@@ -6,7 +6,7 @@ message, which the blocking Dagster asset checks show as metadata.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow.parquet as pq
 from pandera.errors import SchemaError, SchemaErrors
 
-from foxhunt_pipeline.schemas_screen import screen_passes
+from foxhunt_pipeline.schemas_screen import SCREEN_KEY, screen_passes
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,8 @@ class StreamValidator:
         self._tables: list[pl.DataFrame] = []
         self._frame_level: set[tuple[str | None, str | None]] = set()
         self._prev: pl.DataFrame | None = None
+        # (key, builder) of a last row handed over by feed_passed, built on first use
+        self._prev_lazy: tuple[tuple[object, int], Callable[[], pl.DataFrame]] | None = None
         self._schema_probe: pl.DataFrame | None = None
         self._pending: list[pl.DataFrame] = []
         self._pending_rows = 0
@@ -138,12 +140,12 @@ class StreamValidator:
             if frame.height == 0:
                 return
             if not self._pending:
-                joined = (
-                    frame if self._prev is None else pl.concat([self._prev[frame.columns], frame])
-                )
+                prev = self._prev_row()
+                joined = frame if prev is None else pl.concat([prev[frame.columns], frame])
                 if screen_passes(joined, self.schema, constants):
                     self.height += frame.height
                     self._prev = self._materialise(frame.tail(1), constants)
+                    self._prev_lazy = None
                     return
             frame = self._materialise(frame, constants)
         if self._schema_probe is None:
@@ -154,6 +156,48 @@ class StreamValidator:
         self._pending_rows += frame.height
         if self._pending_rows >= self.batch_rows:
             self._flush()
+
+    def feed_passed(
+        self,
+        n_rows: int,
+        first_key: tuple[object, int],
+        last_key: tuple[object, int],
+        last_row: Callable[[], pl.DataFrame],
+    ) -> bool:
+        """Count a batch of ``n_rows`` that the caller has screened itself (every row passes
+        the contract's row checks, and rows strictly increase in the screen's order within
+        it), so nothing of it is built here. ``first_key``/``last_key``: (screen group
+        value, ``ts_event`` ns) of its first and last rows; ``last_row``: builds its last
+        row as a full frame, called only if a later batch needs it. Only the step from the
+        previous batch is checked here. Returns False, counting nothing, when the batch
+        cannot be taken this way (a batch is waiting for pandera, the step is out of order,
+        or the schema has no screen): the caller then feeds it whole to :meth:`feed`."""
+        spec = (self.schema.metadata or {}).get(SCREEN_KEY)
+        if n_rows == 0 or self._pending or spec is None:
+            return False
+        prev = self._prev_key()
+        if prev is not None and not (
+            first_key[0] > prev[0] or (first_key[0] == prev[0] and first_key[1] > prev[1])  # type: ignore[operator]
+        ):
+            return False
+        self.height += n_rows
+        self._prev, self._prev_lazy = None, (last_key, last_row)
+        return True
+
+    def _prev_key(self) -> tuple[object, int] | None:
+        if self._prev_lazy is not None:
+            return self._prev_lazy[0]
+        if self._prev is None:
+            return None
+        group = (self.schema.metadata or {})[SCREEN_KEY]["group"]
+        return self._prev[group][0], int(self._prev["ts_event"].to_physical()[0])
+
+    def _prev_row(self) -> pl.DataFrame | None:
+        """The previous batch's last row, built now if it was handed over lazily."""
+        if self._prev_lazy is not None:
+            self._prev = self._prev_lazy[1]()
+            self._prev_lazy = None
+        return self._prev
 
     def _materialise(
         self, frame: pl.DataFrame, constants: Mapping[str, str | None]
@@ -171,10 +215,9 @@ class StreamValidator:
             else pl.concat(self._pending, how="vertical_relaxed")
         )
         self._pending, self._pending_rows = [], 0
-        lead = 0 if self._prev is None else 1
-        joined = (
-            frame if self._prev is None else pl.concat([self._prev, frame], how="vertical_relaxed")
-        )
+        prev = self._prev_row()
+        lead = 0 if prev is None else 1
+        joined = frame if prev is None else pl.concat([prev, frame], how="vertical_relaxed")
         table = _failure_table(joined, self.schema)
         if table is not None:
             # the carried-over row's own failures were reported with its batch; keep them
@@ -190,7 +233,7 @@ class StreamValidator:
                         )
                     )
         self.height += frame.height
-        self._prev = frame.tail(1)
+        self._prev, self._prev_lazy = frame.tail(1), None
 
     def result(self) -> ValidationResult:
         self._flush()
