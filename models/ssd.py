@@ -3,23 +3,27 @@
 Follows ``ssd_minimal_discrete`` from Dao & Gu (2024), "Transformers are SSMs",
 listing 1: the sequence is cut into chunks; within a chunk the output is a
 masked (1-semiseparable) matrix product, like causal linear attention; across
-chunks only the ``[heads, headdim, d_state]`` states are passed on. Three
-departures from the listing, all exact:
+chunks only the ``[heads, headdim, d_state]`` states are passed on. Departures
+from the listing, all exact:
 
 * lengths that are not a multiple of the chunk are right-padded with ``A = 0``
-  (no decay) and ``X = B = C = 0``, so padded steps neither write to nor decay
-  the state, and the final state is the state after the last real step;
+  (no decay) and ``X = B = C = dt = 0``, so padded steps neither write to nor
+  decay the state, and the final state is the state after the last real step;
 * the inter-chunk recurrence is a sequential pass over chunks (as the fused
   CUDA kernels do, ``_state_passing_fwd``) rather than the listing's
   ``[chunks, chunks]`` matrix, so the cost stays linear in the sequence length;
 * the intra-chunk decay ``exp(sum a[s+1..l])`` is a difference of the chunk's
   cumulative sums (as the fused kernels compute it) instead of ``segsum``:
   the sums span one chunk only, and it saves a cumsum over a
-  ``[chunk, chunk]`` tensor per head.
+  ``[chunk, chunk]`` tensor per head;
+* ``dt`` and the skip ``D`` are folded into that small ``[chunk, chunk]`` decay
+  matrix (``D`` on its diagonal) instead of passes over ``x`` and ``y``;
+* sequences up to ``single_chunk_length`` are one chunk (``ssd_single_chunk``):
+  no state is passed at all, and none is computed when the caller drops it.
 
-``B`` and ``C`` carry a group axis ``g`` (``heads % g == 0``); Mamba-2 shares
-them across the heads of a group, and keeping the axis avoids ``heads``-fold
-copies of them in the products.
+Tensors are worked on head-major (``[batch, heads, chunk, step, ...]``), the
+layout the batched products want. ``B`` and ``C`` carry a group axis ``g``
+(``heads % g == 0``); Mamba-2 shares them across the heads of a group.
 """
 
 from __future__ import annotations
