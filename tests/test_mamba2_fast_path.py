@@ -130,10 +130,17 @@ CASES = [  # (length, chunk, heads, headdim, groups, d_state)
 ]
 
 
+@pytest.mark.parametrize("inference", [False, True], ids=["autograd", "in_place"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("variant", ["full", "no_state", "no_dt_d"])
-def test_fast_paths_equal_the_old_scan(case, dtype, variant):
+def test_fast_paths_equal_the_old_scan(case, dtype, variant, inference):
+    """Both branches: autograd on (out of place) and inference mode (in place)."""
+    with torch.inference_mode(inference):
+        _check_fast_paths_equal_the_old_scan(case, dtype, variant)
+
+
+def _check_fast_paths_equal_the_old_scan(case, dtype, variant):
     length, chunk, heads, headdim, groups, d_state = case
     kw = _inputs(2, length, heads, headdim, groups, d_state, dtype, seed=length + heads)
     if variant == "no_state":
@@ -219,7 +226,7 @@ def test_shifted_conv_equals_conv1d(length, d_conv, carried):
     torch.testing.assert_close(state, ref_state)
 
 
-@pytest.mark.parametrize("lookback", [60, 200])
+@pytest.mark.parametrize("lookback", [20, 200])  # single chunk (23 steps), then several
 def test_forecaster_matches_the_sequential_reference_model(lookback):
     """The whole forward (fast conv, single- or multi-chunk scan, in-place gating) against the
     step-by-step recurrent path, in inference mode where the in-place paths run."""
