@@ -259,13 +259,17 @@ class Mamba2Mixer(nn.Module):
         return self.forward_with_state(u)[0]
 
     def forward_with_state(
-        self, u: torch.Tensor, state: LayerState | None = None, *, final_state: bool = True
+        self, u: torch.Tensor, state: LayerState | None = None, *, final_state: bool = True,
+        outputs: int | None = None,
     ) -> tuple[torch.Tensor, LayerState]:
         """``u [B, L, d_model]`` -> output and the state after the last step (to continue
         with ``step``). ``final_state=False``: the caller drops the state, so a short scan may
-        skip computing its SSM part (then ``None``)."""
+        skip computing its SSM part (then ``None``). ``outputs``: only the last ``outputs``
+        steps' output is wanted (``[B, outputs, d_model]``); the others are only scanned."""
         bsz, length, _ = u.shape
         z, xbc, dt = self._split(self.in_proj(u))
+        kept = length if outputs is None else outputs
+        z = z[:, length - kept :]
         xbc, conv_state = self._conv_silu(xbc, None if state is None else state[0])
         x, b, c = torch.split(
             xbc, [self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1
@@ -282,16 +286,17 @@ class Mamba2Mixer(nn.Module):
                 x.contiguous(), dt.contiguous(), a, b.contiguous(), c.contiguous(),
                 self.chunk_size, D=self.D, initial_states=ssm_in, return_final_states=True,
             )
+            y = y[:, length - kept :]
         else:
             y, ssm_state = ssd_chunked(
                 x, dt * a, b, c, balanced_chunk(length, self.chunk_size), ssm_in, dt=dt, d=self.D,
-                final_state=final_state,
+                final_state=final_state, outputs=outputs,
             )
         # gate y [B, L, H, P] (head-major strides from a short scan) into silu(z)'s fresh
         # buffer: one pass, where reshaping y first would copy it
         gate = F.silu(z).reshape(y.shape)
         g = gate.mul_(y) if not torch.is_grad_enabled() else gate * y
-        out = self.norm.project_gated(g.reshape(bsz, length, self.d_inner), self.out_proj)
+        out = self.norm.project_gated(g.reshape(bsz, kept, self.d_inner), self.out_proj)
         return out, (conv_state, ssm_state)
 
     def step(self, u: torch.Tensor, state: LayerState) -> tuple[torch.Tensor, LayerState]:
@@ -327,10 +332,12 @@ class Mamba2Layer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward_with_state(
-        self, x: torch.Tensor, state: LayerState | None = None, *, final_state: bool = True
+        self, x: torch.Tensor, state: LayerState | None = None, *, final_state: bool = True,
+        outputs: int | None = None,
     ) -> tuple[torch.Tensor, LayerState]:
-        y, state = self.mixer.forward_with_state(self.norm(x), state, final_state=final_state)
-        return x + self.dropout(y), state
+        y, state = self.mixer.forward_with_state(self.norm(x), state, final_state=final_state,
+                                                 outputs=outputs)
+        return x[:, x.shape[1] - y.shape[1] :] + self.dropout(y), state
 
     def step(self, x: torch.Tensor, state: LayerState) -> tuple[torch.Tensor, LayerState]:
         y, state = self.mixer.step(self.norm(x), state)
@@ -376,24 +383,32 @@ class Mamba2Backbone(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._forward(x, None, final_state=False)[0]
 
+    def forward_last(self, x: torch.Tensor, outputs: int) -> torch.Tensor:
+        """``forward(x)[:, -outputs:]`` (``outputs >= 0``), computing only that: the last
+        layer's other steps are only scanned for the state they pass on."""
+        if not 0 <= outputs <= x.shape[1]:
+            raise ValueError(f"outputs must be in [0, {x.shape[1]}], got {outputs}")
+        return self._forward(x, None, final_state=False, outputs=outputs)[0]
+
     def forward_with_state(
         self, x: torch.Tensor, states: Sequence[LayerState] | None = None
     ) -> tuple[torch.Tensor, list[LayerState]]:
         return self._forward(x, states, final_state=True)
 
     def _forward(
-        self, x: torch.Tensor, states: Sequence[LayerState] | None, *, final_state: bool
+        self, x: torch.Tensor, states: Sequence[LayerState] | None, *, final_state: bool,
+        outputs: int | None = None,
     ) -> tuple[torch.Tensor, list[LayerState]]:
         # GPUs have no cache to fit, only kernel launches to save: one block there
         rows, steps = (x.shape[0], x.shape[1]) if x.is_cuda else self.blocks(*x.shape[:2])
         if rows >= x.shape[0]:
-            h, states = self._scan_in_time(x, states, steps, final_state)
+            h, states = self._scan_in_time(x, states, steps, final_state, outputs)
             return self.norm(h), states
         outs, parts = [], []
         for r0 in range(0, x.shape[0], rows):
             part = None if states is None else [(c[r0:r0 + rows], s[r0:r0 + rows])
                                                 for c, s in states]
-            h, part = self._scan_in_time(x[r0:r0 + rows], part, steps, final_state)
+            h, part = self._scan_in_time(x[r0:r0 + rows], part, steps, final_state, outputs)
             outs.append(h)
             parts.append(part)
         if not final_state:
@@ -404,18 +419,25 @@ class Mamba2Backbone(nn.Module):
 
     def _scan_in_time(
         self, x: torch.Tensor, states: Sequence[LayerState] | None, steps: int,
-        final_state: bool = True,
+        final_state: bool = True, outputs: int | None = None,
     ) -> tuple[torch.Tensor, list[LayerState]]:
         """Time segments in order, each layer continuing from its state after the last one;
-        ``final_state=False`` lets the last segment skip computing the state it returns."""
+        ``final_state=False`` lets the last segment skip computing the state it returns, and
+        ``outputs`` keeps only the last steps' output (the last layer computes no others)."""
         outs = []
-        for start in range(0, x.shape[1], steps):
-            h = x[:, start : start + steps]
-            keep = final_state or start + steps < x.shape[1]
+        length = x.shape[1]
+        first_out = 0 if outputs is None else length - outputs
+        for start in range(0, length, steps):
+            end = min(start + steps, length)
+            h = x[:, start:end]
+            keep = final_state or end < length
             new_states = []
             for i, layer in enumerate(self.layers):
+                wanted = None
+                if i == len(self.layers) - 1 and first_out > start:
+                    wanted = max(0, end - first_out)
                 h, s = layer.forward_with_state(h, None if states is None else states[i],
-                                                final_state=keep)
+                                                final_state=keep, outputs=wanted)
                 new_states.append(s)
             states = new_states
             outs.append(h)
@@ -474,9 +496,9 @@ class Mamba2Forecaster(nn.Module):
         return self.input_dropout(x)
 
     def forward(self, static: torch.Tensor, observed: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
-        h = self.backbone(self.tokens(static, observed, known))
-        t = observed.shape[1]
-        return self.head(h[:, t - 1 : t] + h[:, t:])
+        # the head reads tokens T - 1 .. T + H - 1 only: the backbone computes just those
+        h = self.backbone.forward_last(self.tokens(static, observed, known), self.config.horizon + 1)
+        return self.head(h[:, :1] + h[:, 1:])
 
     @torch.no_grad()
     def forward_recurrent(

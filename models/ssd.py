@@ -43,6 +43,7 @@ def ssd_chunked(
     dt: torch.Tensor | None = None,
     d: torch.Tensor | None = None,
     final_state: bool = True,
+    outputs: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked SSD scan.
 
@@ -62,6 +63,9 @@ def ssd_chunked(
         d: ``[heads]`` skip weight, or ``None`` (no skip).
         final_state: ``False`` when the caller drops the state (``None`` is returned);
             short sequences then skip computing it.
+        outputs: return ``y`` for only the last ``outputs`` steps (``None``: all). The
+            steps before them are reduced to the state they leave (``ssd_state``), and the
+            last ones scanned from it, so their ``y`` is computed and nothing else.
 
     Returns:
         ``y`` ``[batch, length, heads, headdim]`` and the final state.
@@ -81,6 +85,16 @@ def ssd_chunked(
             f"b and c must be [batch, length, groups, d_state] with heads % groups == 0; "
             f"got b {tuple(b.shape)}, c {tuple(c.shape)}, heads {heads}"
         )
+    if outputs is not None and not 0 <= outputs <= length:
+        raise ValueError(f"outputs must be in [0, {length}], got {outputs}")
+    if outputs is not None and outputs < length:
+        cut = length - outputs
+        state = ssd_state(x[:, :cut], a[:, :cut], b[:, :cut], chunk_size, initial_state,
+                          dt=None if dt is None else dt[:, :cut])
+        if outputs == 0:
+            return x.new_zeros(bsz, 0, heads, headdim), state
+        return ssd_chunked(x[:, cut:], a[:, cut:], b[:, cut:], c[:, cut:], chunk_size, state,
+                           dt=None if dt is None else dt[:, cut:], d=d, final_state=final_state)
     if length <= single_chunk_length(chunk_size, heads * headdim, d_state):
         return ssd_single_chunk(x, a, b, c, initial_state, dt=dt, d=d,
                                 final_state=final_state)
@@ -163,6 +177,69 @@ def ssd_single_chunk(
     return y.transpose(1, 2), state
 
 
+def ssd_state(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    chunk_size: int,
+    initial_state: torch.Tensor | None = None,
+    *,
+    dt: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The state ``ssd_chunked`` ends in, without its outputs (no ``C``, no ``D``): what a
+    caller that needs no ``y`` for these steps passes on. Same chunking, so the same sums."""
+    bsz, length, heads, headdim = x.shape
+    d_state = b.shape[3]
+    if length <= single_chunk_length(chunk_size, heads * headdim, d_state):
+        chunk_size = max(length, 1)
+    pad = (-length) % chunk_size
+    n_chunks = (length + pad) // chunk_size
+    x_hm, b_g, a_cumsum, dt_hm = _head_major(x, a, b, dt, chunk_size)
+    chunk_states = _chunk_states(x_hm, b_g, a_cumsum, dt_hm)  # b h k n p
+    if initial_state is None:
+        state = x.new_zeros(bsz, heads, d_state, headdim)
+    else:
+        state = initial_state.to(x.dtype).transpose(-1, -2)
+    chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
+    for k in range(n_chunks):
+        state = torch.addcmul(chunk_states[:, :, k], state, chunk_decay[:, :, k])
+    return state.transpose(-1, -2)
+
+
+def _head_major(
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dt: torch.Tensor | None, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``x [b h k l p]`` (contiguous), ``b [b g k l n]``, cumulative ``a [b h k l]``
+    (contiguous) and ``dt [b h k l]``: padded to whole chunks with a = x = B = dt = 0."""
+    a_cumsum = torch.cumsum(_chunked(a, chunk_size), dim=-1).contiguous()
+    dt_hm = None if dt is None else _chunked(dt, chunk_size)
+    return _chunked(x, chunk_size).contiguous(), _chunked(b, chunk_size), a_cumsum, dt_hm
+
+
+def _chunked(t: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """``[b, l, k, ...] -> [b, k, chunk, step, ...]``, right-padded with zeros to whole chunks."""
+    pad = (-t.shape[1]) % chunk_size
+    t = t.transpose(1, 2)
+    if pad:
+        t = F.pad(t, (0, 0) * (t.dim() - 3) + (0, pad))
+    return t.reshape(t.shape[0], t.shape[1], -1, chunk_size, *t.shape[3:])
+
+
+def _chunk_states(
+    x_hm: torch.Tensor, b_g: torch.Tensor, a_cumsum: torch.Tensor, dt_hm: torch.Tensor | None
+) -> torch.Tensor:
+    """Each chunk's own contribution to the state at its end, ``[b h k n p]``:
+    ``sum_s exp(cs_end - cs_s) dt_s B_s outer x_s``."""
+    bsz, heads, n_chunks, chunk_size, _ = x_hm.shape
+    groups, d_state = b_g.shape[1], b_g.shape[-1]
+    w = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b h k l
+    if dt_hm is not None:
+        w = w * dt_hm
+    r = heads // groups
+    bw = b_g.unsqueeze(2) * w.view(bsz, groups, r, n_chunks, chunk_size, 1)  # b g r k l n
+    return bw.view(bsz, heads, n_chunks, chunk_size, d_state).transpose(-1, -2) @ x_hm
+
+
 def ssd_multi_chunk(
     x: torch.Tensor,
     a: torch.Tensor,
@@ -189,17 +266,9 @@ def ssd_multi_chunk(
     n_chunks = (length + pad) // chunk_size
     inplace = not torch.is_grad_enabled()
 
-    def chunked(t: torch.Tensor) -> torch.Tensor:  # [b, l, k, ...] -> [b, k, chunk, step, ...]
-        t = t.transpose(1, 2)
-        if pad:
-            t = F.pad(t, (0, 0) * (t.dim() - 3) + (0, pad))
-        return t.reshape(t.shape[0], t.shape[1], n_chunks, chunk_size, *t.shape[3:])
-
     # padded steps: a = 0 (no decay), x = B = C = dt = 0 (no input)
-    x_hm = chunked(x).contiguous()  # b h k l p
-    b_g, c_g = chunked(b), chunked(c)  # b g k l n
-    a_cumsum = torch.cumsum(chunked(a), dim=-1).contiguous()  # b h k l
-    dt_hm = None if dt is None else chunked(dt)  # b h k l
+    x_hm, b_g, a_cumsum, dt_hm = _head_major(x, a, b, dt, chunk_size)
+    c_g = _chunked(c, chunk_size)  # b g k l n
 
     # 1. diagonal blocks: y = M @ x with M[l, s] = C_l . B_s exp(cs_l - cs_s) dt_s (s <= l)
     #    plus D on the diagonal; the clamp only tames the upper triangle the tril zeroes
@@ -221,11 +290,7 @@ def ssd_multi_chunk(
     y = m @ x_hm  # b h k l p
 
     # 2. each chunk's own contribution to the state at its end, [n, p] per head
-    w = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b h k l
-    if dt_hm is not None:
-        w = w * dt_hm
-    bw = b_g.unsqueeze(2) * w.view(bsz, groups, r, n_chunks, chunk_size, 1)  # b g r k l n
-    chunk_states = bw.view(bsz, heads, n_chunks, chunk_size, d_state).transpose(-1, -2) @ x_hm
+    chunk_states = _chunk_states(x_hm, b_g, a_cumsum, dt_hm)
 
     # 3. inter-chunk recurrence: the state entering each chunk, b h n p
     if initial_state is None:

@@ -258,3 +258,31 @@ def test_shifted_conv_gradients_equal_conv1d():
         grads.append((gx, gs, gw))
     for mine, ref in zip(*grads, strict=True):
         torch.testing.assert_close(mine, ref)
+
+
+@pytest.mark.parametrize("length,chunk", [(9, 4), (65, 22), (130, 32)])
+@pytest.mark.parametrize("outputs", [0, 1, 6, 40])
+def test_trailing_outputs_equal_the_full_scan(length, chunk, outputs):
+    outputs = min(outputs, length)
+    kw = _inputs(2, length, 4, 4, 2, 3, torch.float64, seed=length + outputs)
+    y, s = ssd_chunked(chunk_size=chunk, outputs=outputs, **kw)
+    ref_y, ref_s = reference_ssd_chunked(chunk_size=chunk, **kw)
+    assert y.shape[1] == outputs
+    torch.testing.assert_close(y, ref_y[:, length - outputs:])
+    torch.testing.assert_close(s, ref_s)
+
+
+@pytest.mark.parametrize("segment_tokens", [0, 40, 100])  # one block, time segments, row blocks
+@pytest.mark.parametrize("outputs", [0, 1, 6, 30])
+def test_backbone_forward_last_equals_the_tail_of_forward(segment_tokens, outputs):
+    cfg = Mamba2Config(n_static=1, n_observed=2, n_known=1, hidden=16, n_layers=2, d_state=8,
+                       chunk_size=8, segment_tokens=segment_tokens, dropout=0.0)
+    torch.manual_seed(2)
+    backbone = Mamba2Forecaster(cfg).double().eval().backbone
+    x = torch.randn(5, 70, 16, dtype=torch.float64)
+    with torch.inference_mode():
+        full = backbone(x)
+        tail = backbone.forward_last(x, outputs)
+    torch.testing.assert_close(tail, full[:, full.shape[1] - outputs:])
+    with pytest.raises(ValueError, match="outputs"):
+        backbone.forward_last(x, 71)
