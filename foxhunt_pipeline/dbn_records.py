@@ -26,7 +26,8 @@ def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(instrument_id, its records in file order) for each instrument in a chunk."""
     ids = arr["instrument_id"]
     first = ids[0]
-    if (ids == first).all():
+    is_first = ids == first
+    if is_first.all():
         yield int(first), arr
         return
     # gather whole records as rows of 8-byte words: a plain block copy, several times
@@ -44,14 +45,17 @@ def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
 
     # a few outrights: one comparison pass per instrument beats a sort; the ids are found
     # by peeling them off one at a time (a polars unique costs more on two ids)
-    few: list[int] = []
-    rest = ids
-    while len(rest) and len(few) <= 8:
-        few.append(int(rest[0]))
+    masks: dict[int, np.ndarray | None] = {int(first): is_first}
+    rest = ids[~is_first]
+    while len(rest) and len(masks) < 9:
+        masks[int(rest[0])] = None
         rest = rest[rest != rest[0]]
     if len(rest) == 0:
-        for iid in sorted(few):
-            yield iid, take(ids == iid)
+        if len(masks) == 2:  # the other instrument is everything that is not the first
+            masks[max(masks, key=lambda i: masks[i] is None)] = ~is_first
+        for iid in sorted(masks):
+            mask = masks.pop(iid)
+            yield iid, take(ids == iid if mask is None else mask)
         return
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
