@@ -267,9 +267,17 @@ class Mamba2Mixer(nn.Module):
         skip computing its SSM part (then ``None``). ``outputs``: only the last ``outputs``
         steps' output is wanted (``[B, outputs, d_model]``); the others are only scanned."""
         bsz, length, _ = u.shape
-        z, xbc, dt = self._split(self.in_proj(u))
         kept = length if outputs is None else outputs
-        z = z[:, length - kept :]
+        if kept < length and type(self.in_proj) is nn.Linear:
+            # the gate z is read at the kept steps only: project just those rows for it
+            w, bias = self.in_proj.weight, self.in_proj.bias
+            cut = self.d_inner
+            z = F.linear(u[:, length - kept :], w[:cut], None if bias is None else bias[:cut])
+            rest = F.linear(u, w[cut:], None if bias is None else bias[cut:])
+            xbc, dt = torch.split(rest, [self.conv_dim, self.n_heads], dim=-1)
+        else:
+            z, xbc, dt = self._split(self.in_proj(u))
+            z = z[:, length - kept :]
         xbc, conv_state = self._conv_silu(xbc, None if state is None else state[0])
         x, b, c = torch.split(
             xbc, [self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1
