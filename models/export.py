@@ -14,10 +14,18 @@ batch 1, 7 and 64, which is what "dynamic batch" means in practice (a trace that
 the example batch size or a batch-dependent branch in fails here, not in production).
 Trace from a small example batch (<= 4).
 
+int8 variants also carry weight-only int8 tensors (``models.int8_weight_only``): in the
+TorchScript file those parameters are empty placeholders; their int8 codes and fp32
+scales go to ``weights_int8.safetensors`` (no pickle) and ``load_artifact`` puts the
+dequantized tensors back, so the loaded module is the variant exactly. TorchScript's
+``code/*.debug_pkl`` records (source ranges for error messages, 5-25% of a small model's
+file) are dropped.
+
 Layout of an artifact directory (written atomically, as ``TrainingData.save`` does)::
 
     meta.json    format, precision, input names / shapes, names, scales, feature hash ...
     model.pt2    (format "torch.export") or model.ts (format "torchscript")
+    weights_int8.safetensors   (int8 variants) weight-only int8 codes + scales
 """
 
 from __future__ import annotations
@@ -29,21 +37,29 @@ import os
 import shutil
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
+
+from models.int8_weight_only import dequantize_tensor, weight_only_tensors
 
 META_FILE = "meta.json"
 FORMAT_FILES = {"torch.export": "model.pt2", "torchscript": "model.ts"}
+WEIGHTS_FILE = "weights_int8.safetensors"
 FORECASTER_INPUTS = ("static", "observed", "known")
 # batch 1, an odd size, and one big enough that batch-dependent Python branches (row
 # chunking in the TFT, segment scans in Mamba-2) take their other path than in a trace
 CHECK_BATCHES = (1, 7, 64)
 CHECK_ATOL = 1e-5
+# A dynamic-int8 module's eager fast path (e.g. the TFT's fused inference ops) and the
+# traced general path quantize activations at different points: int8 rounding apart.
+INT8_CHECK_RTOL = 5e-2
 HALF_CHECK_RTOL = {"fp16": 1e-2, "bf16": 5e-2}  # as quantization.OUTPUT_TOLERANCE
 MAX_BATCH = 1 << 20
 # Found on torch 2.13 (tests/test_export.py re-checks it): exporting a dynamic-quantized
@@ -93,6 +109,7 @@ def export_artifact(
             "input_shapes": {n: ["batch", *map(int, x.shape[1:])] for n, x in zip(names, example, strict=True)},
             "input_dtypes": {n: str(x.dtype).removeprefix("torch.") for n, x in zip(names, example, strict=True)},
             "export_fallback_reasons": failures,
+            **_weights_meta(tmp),
             "torch_version": torch.__version__,
             "created_at": datetime.now(UTC).isoformat(),
         }
@@ -136,14 +153,16 @@ def load_artifact(path: str | os.PathLike[str]) -> tuple[Callable[..., Any], dic
     if fmt not in FORMAT_FILES:
         raise ValueError(f"{meta_path}: unknown artifact format {fmt!r}")
     model_path = path / meta.get("model_file", FORMAT_FILES[fmt])
-    return _load_model(fmt, model_path), meta
+    weights = meta.get("weights_file")
+    return _load_model(fmt, model_path, path / weights if weights else None), meta
 
 
 def artifact_bytes(path: str | os.PathLike[str]) -> int:
-    """Size of the model file (the sidecar excluded)."""
+    """Bytes on disk of the model file plus its weights file (the sidecar excluded)."""
     path = Path(path)
     meta = json.loads((path / META_FILE).read_text())
-    return (path / meta["model_file"]).stat().st_size
+    files = [meta["model_file"], *([meta["weights_file"]] if meta.get("weights_file") else [])]
+    return sum((path / f).stat().st_size for f in files)
 
 
 # --- export routes -------------------------------------------------------------------
@@ -159,14 +178,19 @@ def _write_first_working(
         if fmt == "torch.export" and len(formats) > 1 and _has_dynamic_quantized(module):
             failures[fmt] = f"skipped: {TORCH_EXPORT_INT8_LIMIT}"
             continue
+        if fmt == "torch.export" and weight_only_tensors(module):
+            failures[fmt] = "skipped: weight-only int8 storage is written for TorchScript only"
+            continue
         target = out_dir / FORMAT_FILES[fmt]
+        weights = out_dir / WEIGHTS_FILE
         try:
             _WRITERS[fmt](module, example, target)
-            _check_reproduces(module, _load_model(fmt, target), example)
+            _check_reproduces(module, _load_model(fmt, target, weights if weights.exists() else None), example)
             return fmt, failures
         except Exception as exc:
             failures[fmt] = f"{type(exc).__name__}: {_first_line(exc)}"
             target.unlink(missing_ok=True)
+            weights.unlink(missing_ok=True)
     raise ExportError("no export route reproduced the module: " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
 
 
@@ -191,7 +215,9 @@ def _write_torchscript(module: nn.Module, example: tuple[torch.Tensor, ...], tar
             try:
                 scripted = make().eval()
                 _check_reproduces(module, scripted, example)
+                _store_weight_only(module, scripted, target.with_name(WEIGHTS_FILE))
                 torch.jit.save(scripted, str(target))
+                _drop_debug_records(target)
                 return
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {_first_line(exc)}")
@@ -221,6 +247,79 @@ def _without_raising_properties(module: nn.Module) -> nn.Module:
     return module if out is None else out
 
 
+def _store_weight_only(module: nn.Module, scripted: torch.jit.ScriptModule, target: Path) -> None:
+    """Move the weight-only int8 tensors out of ``scripted`` (empty placeholders left) into
+    a safetensors file of codes and scales; tensors the script does not hold as attributes
+    (folded into a traced constant, say) stay where they are."""
+    stored = weight_only_tensors(module)
+    attrs = {**dict(scripted.named_parameters()), **dict(scripted.named_buffers())}
+    out: dict[str, torch.Tensor] = {}
+    placeholder = torch.empty(0)  # one shared storage: one zip record for all of them
+    for name, (q, scale) in stored.items():
+        if name not in attrs or attrs[name].dtype != torch.float32:
+            continue
+        _set_script_tensor(scripted, name, placeholder)
+        if q.dtype == torch.int8:
+            out[f"{name}.q"], out[f"{name}.scale"] = q.contiguous(), scale.contiguous()
+        else:
+            out[f"{name}.fp16"] = q.contiguous()
+    if out:  # the other float tensors too: one safetensors entry costs less than a zip record
+        for name, t in attrs.items():
+            if name not in stored and t.dtype == torch.float32 and t.numel():
+                out[f"{name}.fp32"] = t.detach().clone().contiguous()
+                _set_script_tensor(scripted, name, placeholder)
+    if out:
+        save_file(out, str(target), metadata={"scheme": "symmetric int8, fp32 scale per group"})
+
+
+def _load_weight_only(scripted: torch.jit.ScriptModule, weights: Path) -> None:
+    if not weights.exists():
+        raise FileNotFoundError(f"{weights}: artifact weights file missing")
+    tensors = load_file(str(weights))
+    for key, value in tensors.items():
+        name, kind = key.rsplit(".", 1)
+        if kind in ("fp16", "fp32"):
+            _set_script_tensor(scripted, name, value.float())
+        elif kind == "q":
+            if f"{name}.scale" not in tensors:
+                raise ValueError(f"{weights}: {key} has no {name}.scale")
+            _set_script_tensor(scripted, name, dequantize_tensor(value, tensors[f"{name}.scale"]))
+        elif kind != "scale":
+            raise ValueError(f"{weights}: unexpected tensor {key!r}")
+
+
+def _set_script_tensor(scripted: torch.jit.ScriptModule, name: str, value: torch.Tensor) -> None:
+    *parents, attr = name.split(".")
+    owner = scripted
+    for part in parents:
+        owner = getattr(owner, part)
+    owner._c.setattr(attr, value)
+
+
+def _drop_debug_records(target: Path) -> None:
+    """Rewrite the TorchScript zip without its ``.debug_pkl`` source-range records and
+    alignment padding, pickles and code deflated (tensor records stay stored: int8 codes
+    hardly compress). ``torch.jit.load`` reads both; the export check loads the result."""
+    tmp = target.with_name(target.name + ".tmp")
+    with zipfile.ZipFile(target) as zin, zipfile.ZipFile(tmp, "w") as zout:
+        for info in zin.infolist():
+            if info.filename.endswith(".debug_pkl"):
+                continue
+            data = zin.read(info.filename)
+            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            tensor_record = "/data/" in info.filename or "/constants/" in info.filename
+            out.compress_type = zipfile.ZIP_STORED if tensor_record else zipfile.ZIP_DEFLATED
+            zout.writestr(out, data)
+    os.replace(tmp, target)
+
+
+def _weights_meta(out_dir: Path) -> dict[str, Any]:
+    if not (out_dir / WEIGHTS_FILE).exists():
+        return {}
+    return {"weights_file": WEIGHTS_FILE, "weights_scheme": "weight-only int8, fp32 scale per group; "
+            "dequantized at load"}
+
+
 def _has_dynamic_quantized(module: nn.Module) -> bool:
     return any(type(m).__module__.startswith("torch.ao.nn.quantized.dynamic") for m in module.modules())
 
@@ -228,14 +327,17 @@ def _has_dynamic_quantized(module: nn.Module) -> bool:
 _WRITERS = {"torch.export": _write_torch_export, "torchscript": _write_torchscript}
 
 
-def _load_model(fmt: str, model_path: Path) -> Callable[..., Any]:
+def _load_model(fmt: str, model_path: Path, weights: Path | None = None) -> Callable[..., Any]:
     if not model_path.exists():
         raise FileNotFoundError(f"{model_path}: artifact model file missing")
     if fmt == "torch.export":
         return torch.export.load(str(model_path)).module()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # int8 has no torch.export route yet
-        return torch.jit.load(str(model_path), map_location="cpu").eval()
+        scripted = torch.jit.load(str(model_path), map_location="cpu").eval()
+    if weights is not None:
+        _load_weight_only(scripted, weights)
+    return scripted
 
 
 def _check_reproduces(module: nn.Module, loaded: Callable[..., Any], example: tuple[torch.Tensor, ...]) -> None:
@@ -261,6 +363,8 @@ def _check_tolerance(module: nn.Module) -> float:
         return HALF_CHECK_RTOL["bf16"]
     if torch.float16 in dtypes:
         return HALF_CHECK_RTOL["fp16"]
+    if _has_dynamic_quantized(module):
+        return INT8_CHECK_RTOL
     return CHECK_ATOL
 
 

@@ -5,7 +5,10 @@ Findings on torch 2.13 (CPU build), which shaped this module:
 - int8: ``torch.ao.quantization.quantize_dynamic`` still works (with a deprecation
   warning, silenced here) and covers ``nn.Linear``, ``nn.LSTM`` and ``nn.GRU``;
   weights are int8, activations quantized on the fly. ``torchao`` is not needed.
-  Conv1d, LayerNorm and custom ops stay fp32. Dynamic-quantized kernels are CPU-only.
+  Dynamic-quantized kernels are CPU-only. Every other float Parameter of >= 1024
+  elements (embeddings, batched per-variable weights, conv weights, Linear weights read
+  directly) is rounded to weight-only int8 (``models.int8_weight_only``): fp32 compute,
+  int8 storage in the artifact, dequantized at load time.
 - fp16 / bf16: implemented as a weight cast (``module.to(dtype)``) behind a wrapper
   that casts inputs in and outputs back to fp32, so the variant is a drop-in
   replacement and can be exported. Whether a device runs it is decided by actually
@@ -24,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from models.int8_weight_only import apply_weight_only_int8, stored_bytes, weight_only_tensors
 from models.quantization_outputs import Inputs, _map_tensors, _tensors
 
 PRECISIONS = ("fp32", "int8", "fp16", "bf16")
@@ -113,9 +117,12 @@ def _build(precision: str, base: nn.Module, inputs: Inputs, device: torch.device
         if n_quantized == 0:
             return Unsupported("int8", "no Linear / LSTM / GRU layer to quantize")
         kept = sorted(set(int8_candidates(base)) - set(called_layers(base, inputs)))
-        notes = f"dynamic int8 on {n_quantized} Linear/LSTM/GRU layers; other layers fp32"
+        weight_only = sorted(weight_only_tensors(module))
+        notes = (f"dynamic int8 on {n_quantized} Linear/LSTM/GRU layers; weight-only int8 on "
+                 f"{len(weight_only)} other tensors; smaller parameters stored fp16")
         if kept:
-            notes += f" (weights read directly, kept fp32: {', '.join(kept[:8])}{' ...' if len(kept) > 8 else ''})"
+            notes += (f" (weights read directly, kept fp32: {', '.join(kept[:8])}{' ...' if len(kept) > 8 else ''};"
+                      " stored weight-only)")
     else:
         dtype = HALF_DTYPES[precision]
         if device.type == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -129,15 +136,20 @@ def _build(precision: str, base: nn.Module, inputs: Inputs, device: torch.device
     bad = [t for t in _tensors(result) if t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         return Unsupported(precision, f"forward pass gave non-finite outputs in {precision}")
-    return Variant(precision, module, state_dict_bytes(module), n_quantized, notes)
+    size = stored_bytes(module) if precision == "int8" else state_dict_bytes(module)
+    return Variant(precision, module, size, n_quantized, notes)
 
 
-def quantize_int8(model: nn.Module, example_inputs: Sequence[torch.Tensor] | None = None) -> nn.Module:
-    """Dynamic int8 quantization of Linear / LSTM / GRU layers (CPU).
+def quantize_int8(
+    model: nn.Module, example_inputs: Sequence[torch.Tensor] | None = None, *, weight_only: bool = True
+) -> nn.Module:
+    """Dynamic int8 quantization of Linear / LSTM / GRU layers (CPU), then (with
+    ``weight_only``) weight-only int8 of the float Parameters left (see module docstring).
 
     With ``example_inputs``, only layers whose ``forward`` the model actually calls are
-    quantized: a layer whose weight the model reads directly (``F.linear(x, self.lift.weight)``)
-    must stay fp32, as a quantized layer's ``weight`` is a method, not a tensor."""
+    quantized dynamically: a layer whose weight the model reads directly
+    (``F.linear(x, self.lift.weight)``) keeps a float ``weight`` tensor, as a quantized
+    layer's ``weight`` is a method; that tensor is stored weight-only instead."""
     engines = torch.backends.quantized.supported_engines
     if torch.backends.quantized.engine == "none" and engines:
         torch.backends.quantized.engine = "x86" if "x86" in engines else engines[0]
@@ -148,7 +160,10 @@ def quantize_int8(model: nn.Module, example_inputs: Sequence[torch.Tensor] | Non
         spec = {name: torch.ao.quantization.default_dynamic_qconfig for name in called}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization deprecation notices
-        return torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8)
+        quantized = torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8)
+    if weight_only:
+        apply_weight_only_int8(quantized)
+    return quantized
 
 
 def called_layers(model: nn.Module, example_inputs: Sequence[torch.Tensor]) -> list[str]:
