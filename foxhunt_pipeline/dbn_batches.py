@@ -70,13 +70,17 @@ def _const_dict(value: str | None, n: int) -> pa.DictionaryArray:
     if value is None:
         return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
     global _ZEROS
+    if n > _ZEROS_CAP:
+        return pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array([value]))
     if len(_ZEROS) < n:
-        _ZEROS = np.zeros(max(n, 2 * len(_ZEROS)), dtype=np.int32)
+        _ZEROS = np.zeros(min(max(n, 2 * len(_ZEROS)), _ZEROS_CAP), dtype=np.int32)
         _ZEROS.flags.writeable = False
     return pa.DictionaryArray.from_arrays(_ZEROS[:n], pa.array([value]))
 
 
-# shared, read-only indices for the one-value dictionaries (Arrow arrays are immutable)
+# shared, read-only indices for the one-value dictionaries (Arrow arrays are immutable), so
+# a batch does not allocate and zero three index arrays; at most 4 MiB is kept
+_ZEROS_CAP = 1 << 20
 _ZEROS = np.zeros(0, dtype=np.int32)
 
 

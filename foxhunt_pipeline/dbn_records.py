@@ -123,7 +123,9 @@ def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Itera
 
     The BentoWarning-as-error filter spans the whole iteration, set from the caller's
     thread (``catch_warnings`` is process-wide, so setting it on the reader thread could
-    interleave badly with the caller's own ``catch_warnings``)."""
+    interleave badly with the caller's own ``catch_warnings``); while it is in force a
+    BentoWarning anywhere in the process is an error, and filters that other code adds
+    meanwhile without ``catch_warnings`` are undone when the iteration ends."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", BentoWarning)
         reader = _Prefetcher(iter(store.to_ndarray(count=chunk_records)))

@@ -248,7 +248,9 @@ def test_numpy_batch_screen_only_passes_what_pandera_passes(perturb: str) -> Non
         recs["close"][3] = UNDEF_PRICE
     frame, consts = _validation_view(_batch(recs, "ESH4", "ES", "f.dbn")[0])
     frame = frame.with_columns(pl.lit(v, pl.String).alias(k) for k, v in consts.items())
-    pandera_ok = validate_frame(frame.select(list(RAW_BARS_POLARS_SCHEMA)), raw_bars_schema(start, end))
+    pandera_ok = validate_frame(
+        frame.select(list(RAW_BARS_POLARS_SCHEMA)), raw_bars_schema(start, end)
+    )
     assert _screened(recs, start, end) == pandera_ok.passed == (perturb == "none")
 
 
