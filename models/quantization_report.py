@@ -217,10 +217,17 @@ def _finish(
         r["artifact_bytes"] = artifact_bytes(path)
         r["artifact_format"] = json.loads((path / "meta.json").read_text())["format"]
     fp32 = next((r for r in rows if r["precision"] == "fp32"), None)
+    for r in rows:
+        if "size_ratio" in r:
+            r["state_dict_size_ratio"] = r["size_ratio"]
+            r["size_source"] = "weights as stored (no artifact)"
     if fp32 is not None and "artifact_bytes" in fp32:
         for r in rows:
             if "artifact_bytes" in r:
+                # the size row is the files on disk: model file plus int8 weights file
                 r["artifact_size_ratio"] = fp32["artifact_bytes"] / r["artifact_bytes"]
+                r["size_ratio"] = r["artifact_size_ratio"]
+                r["size_source"] = "artifact files on disk"
     deployable = [r for r in rows if r["precision"] == "fp32" or not r.get("accepted") or "artifact_bytes" in r]
     precision, reason = recommend(deployable, tolerance)
     return QuantizationReport(model_name, kind, rows, precision, reason, artifacts)
