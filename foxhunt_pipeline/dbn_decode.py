@@ -5,9 +5,12 @@ which detects a truncated file), never a hand-written parser. One pass, bounded 
 the output is sorted by instrument and the file by time, so the lowest-id outright is
 streamed straight to parquet while the others are held per instrument (in memory up to
 a budget, then on disk) and written after it. Records already strictly increasing are
-never sorted; an instrument that is not is sorted and deduplicated on its own. Parquet
-is encoded on a writer thread; validation screens each batch with one vectorised pass
-and leaves pandera for batches that may fail (see :mod:`foxhunt_pipeline.schemas`).
+never sorted; an instrument that is not is sorted and deduplicated on its own. Three
+threads overlap: a reader decompresses the next chunk, the caller splits and converts
+this one, a writer encodes parquet (zstd and parquet release the GIL). Validation
+screens each batch in numpy on the arrays it was built from
+(:class:`~foxhunt_pipeline.dbn_batches.BatchScreen`) and leaves pandera for batches
+that may fail (see :mod:`foxhunt_pipeline.schemas`).
 
 The landed file is only ever opened for reading. This module runs the pass; the parts
 live beside it: :mod:`~foxhunt_pipeline.dbn_open` (opening, metadata),
