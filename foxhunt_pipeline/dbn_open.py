@@ -21,6 +21,7 @@ from databento_dbn import Compression
 BAR_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 UNDEF_TIMESTAMP = databento_dbn.UNDEF_TIMESTAMP
 
+
 class DbnInputError(ValueError):
     """A landed file that cannot become raw_bars; the message names the file and why."""
 

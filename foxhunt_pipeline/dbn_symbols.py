@@ -18,6 +18,7 @@ from foxhunt_pipeline.instruments import is_spread, parse_outright
 NS_PER_DAY = 86_400 * 10**9
 SPREAD_CLASSES = frozenset({"S", "M", "T"})  # future, mixed and option spreads
 
+
 @dataclass(frozen=True)
 class _Interval:
     start_day: int  # days since epoch, inclusive
