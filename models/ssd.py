@@ -141,10 +141,12 @@ def ssd_single_chunk(
     scores = torch.tril(c.transpose(1, 2) @ b.permute(0, 2, 3, 1))  # b g l s
     # in place only where autograd keeps no operand of these products
     inplace = not torch.is_grad_enabled()
-    # exp(cumsum_l - cumsum_s); the clamp only tames the upper triangle (exp of large or
-    # -inf values takes a slow path, as does a masked_fill: both measured slower)
+    # exp(cumsum_l - cumsum_s); the clamp at 0 only tames the upper triangle (exp of large or
+    # -inf values takes a slow path, as does a masked_fill: both measured slower), the floor
+    # keeps exp out of the denormal range (see ``exp_floor``)
     m = a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)  # b h l s
-    m = m.clamp_(max=0).exp_() if inplace else m.clamp(max=0).exp()
+    floor = exp_floor(m.dtype)
+    m = m.clamp_(floor, 0).exp_() if inplace else m.clamp(floor, 0).exp()
     m = m.view(bsz, groups, r, length, length)
     m = m.mul_(scores.unsqueeze(2)) if inplace else m * scores.unsqueeze(2)
     dt_hm = None if dt is None else dt.transpose(1, 2)  # b h l
@@ -163,17 +165,17 @@ def ssd_single_chunk(
     if initial_state is not None:
         c_hm = c.transpose(1, 2).repeat_interleave(r, 1) if r > 1 else c.transpose(1, 2)
         state_in = initial_state.to(x.dtype)  # b h p n
-        y = torch.addcmul(y, c_hm @ state_in.transpose(-1, -2), torch.exp(a_cumsum).unsqueeze(-1))
+        y = torch.addcmul(y, c_hm @ state_in.transpose(-1, -2), _decay(a_cumsum).unsqueeze(-1))
     state = None
     if final_state:
         # state = sum_s exp(sum a[s+1..L]) dt_s x_s outer B_s, as [p, l] @ [l, n] per head
-        w = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b h l
+        w = _decay(a_cumsum[..., -1:] - a_cumsum)  # b h l
         if dt_hm is not None:
             w = w * dt_hm
         b_hm = b.transpose(1, 2).repeat_interleave(r, 1) if r > 1 else b.transpose(1, 2)
         state = x_hm.transpose(-1, -2) @ (b_hm * w.unsqueeze(-1))  # b h p n
         if initial_state is not None:
-            state = torch.addcmul(state, state_in, torch.exp(a_cumsum[..., -1])[..., None, None])
+            state = torch.addcmul(state, state_in, _decay(a_cumsum[..., -1])[..., None, None])
     return y.transpose(1, 2), state
 
 
@@ -200,7 +202,7 @@ def ssd_state(
         state = x.new_zeros(bsz, heads, d_state, headdim)
     else:
         state = initial_state.to(x.dtype).transpose(-1, -2)
-    chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
+    chunk_decay = _decay(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
     for k in range(n_chunks):
         state = torch.addcmul(chunk_states[:, :, k], state, chunk_decay[:, :, k])
     return state.transpose(-1, -2)
@@ -232,7 +234,7 @@ def _chunk_states(
     ``sum_s exp(cs_end - cs_s) dt_s B_s outer x_s``."""
     bsz, heads, n_chunks, chunk_size, _ = x_hm.shape
     groups, d_state = b_g.shape[1], b_g.shape[-1]
-    w = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # b h k l
+    w = _decay(a_cumsum[..., -1:] - a_cumsum)  # b h k l
     if dt_hm is not None:
         w = w * dt_hm
     r = heads // groups
@@ -274,7 +276,8 @@ def ssd_multi_chunk(
     #    plus D on the diagonal; the clamp only tames the upper triangle the tril zeroes
     scores = torch.tril(c_g @ b_g.transpose(-1, -2))  # b g k l s
     m = a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)  # b h k l s
-    m = m.clamp_(max=0).exp_() if inplace else m.clamp(max=0).exp()
+    floor = exp_floor(m.dtype)
+    m = m.clamp_(floor, 0).exp_() if inplace else m.clamp(floor, 0).exp()
     m = m.view(bsz, groups, r, n_chunks, chunk_size, chunk_size)
     m = m.mul_(scores.unsqueeze(2)) if inplace else m * scores.unsqueeze(2)
     if dt_hm is not None:
@@ -297,7 +300,7 @@ def ssd_multi_chunk(
         state = x.new_zeros(bsz, heads, d_state, headdim)
     else:
         state = initial_state.to(x.dtype).transpose(-1, -2)
-    chunk_decay = torch.exp(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
+    chunk_decay = _decay(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
     own, decay = chunk_states.unbind(2), chunk_decay.unbind(2)
     if inplace:  # one op per chunk, written into place: per-chunk dispatch dominates here
         states = x.new_empty(bsz, heads, n_chunks + 1, d_state, headdim)
@@ -317,11 +320,23 @@ def ssd_multi_chunk(
     c_h = c_g.unsqueeze(2).expand(bsz, groups, r, n_chunks, chunk_size, d_state)
     y_off = c_h.reshape(bsz, heads, n_chunks, chunk_size, d_state) @ states_in
     if inplace:
-        y.addcmul_(y_off, torch.exp(a_cumsum).unsqueeze(-1))
+        y.addcmul_(y_off, _decay(a_cumsum).unsqueeze(-1))
     else:
-        y = torch.addcmul(y, y_off, torch.exp(a_cumsum).unsqueeze(-1))
+        y = torch.addcmul(y, y_off, _decay(a_cumsum).unsqueeze(-1))
     y = y.view(bsz, heads, n_chunks * chunk_size, headdim)[:, :, :length]
     return y.transpose(1, 2), state.transpose(-1, -2)
+
+
+def exp_floor(dtype: torch.dtype) -> float:
+    """Lower bound put on the log-decays before ``exp``: results that would be denormal
+    (below ~1e-38 in float32) make ``exp`` ~14x slower and every product they enter slow
+    too, and with strong decays most of a chunk's matrix is there. ``exp(-60)`` ~ 1e-26 is
+    far below float32 resolution of anything it is added to; float64 keeps its full range."""
+    return -700.0 if dtype == torch.float64 else -60.0
+
+
+def _decay(log_decay: torch.Tensor) -> torch.Tensor:
+    return torch.exp(log_decay.clamp(min=exp_floor(log_decay.dtype)))
 
 
 def ssd_sequential(

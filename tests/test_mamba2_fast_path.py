@@ -286,3 +286,17 @@ def test_backbone_forward_last_equals_the_tail_of_forward(segment_tokens, output
     torch.testing.assert_close(tail, full[:, full.shape[1] - outputs:])
     with pytest.raises(ValueError, match="outputs"):
         backbone.forward_last(x, 71)
+
+
+@pytest.mark.parametrize("length,chunk", [(65, 22), (200, 32)])
+def test_exp_floor_leaves_strongly_decaying_scans_unchanged(length, chunk):
+    """Decays strong enough that most of each chunk's matrix would be denormal in float32:
+    the floored float32 scan still equals the float64 recurrence to float32 accuracy."""
+    kw = _inputs(2, length, 2, 8, 1, 4, torch.float64, seed=11)
+    kw["a"] = kw["a"] * 40  # exp(cumsum differences) reaches e^-1000 within a chunk
+    assert kw["a"].sum(1).min() < -1000
+    ref_y, ref_s = ssd_sequential(**kw)
+    with torch.inference_mode():
+        y, s = ssd_chunked(chunk_size=chunk, **{k: v.float() for k, v in kw.items()})
+    torch.testing.assert_close(y.double(), ref_y, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(s.double(), ref_s, rtol=1e-4, atol=1e-4)
