@@ -44,6 +44,18 @@ def foxhunt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module (``pytestmark = pytest.mark.usefixtures(...)``):
+    small models run fastest so, and timings do not depend on the box's other load."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def dbn_samples() -> Path:
     if not DBN_SAMPLES.exists():

@@ -26,12 +26,7 @@ from models.trading_env import EnvConfig, TradingEnv, evaluate_positions, summar
 BATCH_SIZES = [1, 2, 3, 17, 64, 255, 256]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -20,14 +20,7 @@ from models.registry import MODEL_TYPES, build_model, get_model_class, model_typ
 from models.tft import TemporalFusionTransformer, TFTConfig
 from models.windows import synthetic_training_data
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: threads only add contention on the shared 2-core CI box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SMALL = dict(n_static=5, n_observed=12, n_known=10, lookback=12, horizon=5, hidden=8, heads=2,
              lstm_layers=1, var_width=2)

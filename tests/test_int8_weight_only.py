@@ -32,12 +32,7 @@ N_OBSERVED, N_KNOWN, N_STATIC = 247, 14, 7  # the real feature counts
 TARGET_RATIO = 3.5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_codes_round_to_nearest_with_one_scale_per_output_row():

@@ -23,12 +23,7 @@ from models.windows import DEFAULT_QUANTILES, synthetic_training_data
 S, F, K, T, H = 3, 4, 2, 12, 5
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _config(**kw) -> Mamba2Config:

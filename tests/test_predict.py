@@ -25,12 +25,7 @@ N_F, N_K, N_S = 4, 3, 2
 DAYS, BARS_PER_DAY = 5, 60
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _features(seed: int = 0) -> pl.DataFrame:

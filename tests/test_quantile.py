@@ -5,14 +5,7 @@ import torch
 from models.quantile import MonotoneQuantileHead, pinball_loss, pinball_loss_numpy
 from models.windows import DEFAULT_QUANTILES
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: threads only add contention on the shared 2-core CI box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _reference_loss(pred, target, quantiles):

@@ -28,13 +28,7 @@ from tests.quant_standins import ConvScanForecaster, LSTMForecaster, MLPPolicy, 
 QUANTILES = [round(0.1 * i, 1) for i in range(1, 10)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models on a shared 2-core box: one thread avoids oversubscription stalls."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,7 @@ from tests.quant_standins import forecaster_inputs
 qd = torch.ao.nn.quantized.dynamic
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tft():

@@ -14,13 +14,7 @@ from models.quantization_report import quantize_agent, quantize_forecaster
 from models.windows import synthetic_training_data
 from tests.quant_standins import LSTMForecaster
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,7 @@ from models.tft import (
     causal_mask,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: threads only add contention on the shared 2-core CI box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SMALL = dict(n_static=3, n_observed=6, n_known=4, lookback=12, horizon=5, hidden=16, heads=2,
              lstm_layers=2, var_width=4)

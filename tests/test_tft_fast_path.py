@@ -20,12 +20,7 @@ from models.tft import TemporalFusionTransformer, TFTConfig, causal_mask
 SMALL = dict(n_static=3, n_observed=7, n_known=4, lookback=12, horizon=3, hidden=16, heads=2)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _inputs(cfg: TFTConfig, batch: int, seed: int) -> tuple[torch.Tensor, ...]:

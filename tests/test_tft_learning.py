@@ -15,13 +15,7 @@ from models.training import (
 )
 from models.windows import TrainingData, synthetic_training_data
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tft(data: TrainingData, **kw) -> TemporalFusionTransformer:

@@ -19,14 +19,7 @@ from models.training import (
 )
 from models.windows import synthetic_training_data
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: threads only add contention on the shared 2-core CI box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 LOOKBACK = 10
 
