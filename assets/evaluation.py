@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.training import load_dataset
+from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline import profiles
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
@@ -74,11 +74,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
               storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
 
     data = load_dataset(storage)
-    try:
-        pointer, checkpoint, run_dir = storage.current_model(family)
-    except FileNotFoundError as e:
-        raise dg.Failure(str(e)) from e
-    pointer = {**pointer, "checkpoint": str(checkpoint)}  # the local copy, for the loaders
+    pointer, run_dir = load_current_model(storage, family)
     device = str(torch_device.choose().device)
     out_dir = run_dir / "evaluation"
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,

@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
-from assets.training import load_dataset
+from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -32,11 +32,7 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
     from models.quantization_report import quantize_agent, quantize_forecaster
 
     data = load_dataset(storage)
-    try:
-        pointer, checkpoint, run_dir = storage.current_model(family)
-    except FileNotFoundError as e:
-        raise dg.Failure(str(e)) from e
-    pointer = {**pointer, "checkpoint": str(checkpoint)}  # the local copy, for the loaders
+    pointer, run_dir = load_current_model(storage, family)
     out_dir = run_dir / "quantized"
     tolerance = Tolerance(
         max_rel_loss_increase=config.max_rel_loss_increase, min_action_agreement=config.min_action_agreement,

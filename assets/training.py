@@ -71,6 +71,16 @@ def load_dataset(storage: FoxhuntStorage):
     return TrainingData.load(_dataset_path(storage))
 
 
+def load_current_model(storage: FoxhuntStorage, family: str) -> tuple[dict, Path]:
+    """The family's current pointer with ``checkpoint`` naming a local copy (what the
+    loaders need), and the local run directory that outputs are written beside."""
+    try:
+        pointer, checkpoint, run_dir = storage.current_model(family)
+    except FileNotFoundError as e:
+        raise dg.Failure(str(e)) from e
+    return {**pointer, "checkpoint": str(checkpoint)}, run_dir
+
+
 def new_run_dir(storage: FoxhuntStorage, family: str, run_id: str) -> Path:
     """A fresh local directory for one training run (inside the checkpoints root when local)."""
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{run_id[:8]}"

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import polars as pl
 import pyarrow as pa
 
@@ -53,6 +52,7 @@ from foxhunt_pipeline.dbn_open import (
     BAR_SCHEMAS,
     DbnInputError,
     DbnMetadata,
+    NsRange,
     _check_bars,
     _metadata_of,
     _open_store,
@@ -72,7 +72,7 @@ from foxhunt_pipeline.warehouse import atomic_write
 
 
 @dataclass
-class IngestReport:
+class IngestReport(NsRange):
     source: Path
     dest: Path
     rows_in: int = 0
@@ -90,14 +90,6 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
     validation: ValidationResult | None = None  # set by ingest_dbn_file(validate=True)
 
-    @property
-    def start(self) -> pd.Timestamp:
-        """Metadata start, ns-exact (a ``datetime`` subclass)."""
-        return pd.Timestamp(self.start_ns, unit="ns", tz="UTC")
-
-    @property
-    def end(self) -> pd.Timestamp | None:
-        return None if self.end_ns is None else pd.Timestamp(self.end_ns, unit="ns", tz="UTC")
 
     def as_metadata(self) -> dict[str, Any]:
         """Flat, JSON-friendly view for Dagster materialization metadata."""

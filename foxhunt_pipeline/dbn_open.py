@@ -31,8 +31,24 @@ class DbnInputError(ValueError):
         super().__init__(f"{self.path.name}: {problem} (file: {self.path})")
 
 
+class NsRange:
+    """``start`` / ``end`` as ns-exact UTC Timestamps (``datetime`` subclasses) of a file's
+    metadata range, from the ``start_ns`` / ``end_ns`` integers the dataclass stores."""
+
+    start_ns: int
+    end_ns: int | None
+
+    @property
+    def start(self) -> pd.Timestamp:
+        return pd.Timestamp(self.start_ns, unit="ns", tz="UTC")
+
+    @property
+    def end(self) -> pd.Timestamp | None:
+        return None if self.end_ns is None else pd.Timestamp(self.end_ns, unit="ns", tz="UTC")
+
+
 @dataclass(frozen=True)
-class DbnMetadata:
+class DbnMetadata(NsRange):
     path: Path
     dataset: str
     schema: str | None
@@ -45,14 +61,6 @@ class DbnMetadata:
     mappings: dict[str, list[dict[str, Any]]]
     compressed: bool
 
-    @property
-    def start(self) -> pd.Timestamp:
-        """Metadata start, ns-exact (a ``datetime`` subclass)."""
-        return pd.Timestamp(self.start_ns, unit="ns", tz="UTC")
-
-    @property
-    def end(self) -> pd.Timestamp | None:
-        return None if self.end_ns is None else pd.Timestamp(self.end_ns, unit="ns", tz="UTC")
 
 
 class _CheckedZstdReader(io.RawIOBase):
