@@ -87,7 +87,7 @@ def write_parquet(data: pl.DataFrame | pa.Table, path: UPath, *, compression: st
     if is_local(path):
         local.write_parquet_atomic(data, path.path, compression=compression)
         return path
-    table = _plain_strings(data)
+    table = local.plain_strings(data)
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression=compression)
     path.parent.mkdir(parents=True, exist_ok=True)  # a no-op on flat object stores
@@ -192,16 +192,3 @@ def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: boo
     if not is_local(root):
         con.register_filesystem(root.fs)
     return con
-
-
-def _plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:
-    """Like ``warehouse.write_parquet_atomic``: polars' string views stored as plain strings."""
-    if not isinstance(data, pl.DataFrame):
-        return data
-    table = data.to_arrow()
-    return table.cast(pa.schema([
-        pa.field(f.name, pa.string(), f.nullable)
-        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-        or pa.types.is_string_view(f.type) else f
-        for f in table.schema
-    ]))

@@ -48,22 +48,22 @@ def write_parquet_atomic(
     data: pl.DataFrame | pa.Table, path: Path | str, *, compression: str = "zstd"
 ) -> Path:
     """Write one parquet file atomically (timestamps stay ``timestamp[ns, tz=UTC]``)."""
-    table = data.to_arrow() if isinstance(data, pl.DataFrame) else data
-    if isinstance(data, pl.DataFrame):
-        # polars hands out string_view / large_string; plain string reads everywhere.
-        table = table.cast(
-            pa.schema(
-                [
-                    pa.field(f.name, pa.string(), f.nullable)
-                    if pa.types.is_string(f.type)
-                    or pa.types.is_large_string(f.type)
-                    or pa.types.is_string_view(f.type)
-                    else f
-                    for f in table.schema
-                ]
-            )
-        )
+    table = plain_strings(data)
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression))
+
+
+def plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:
+    """Arrow for parquet: polars hands out string_view / large_string; plain string reads
+    everywhere."""
+    if not isinstance(data, pl.DataFrame):
+        return data
+    table = data.to_arrow()
+    return table.cast(pa.schema([
+        pa.field(f.name, pa.string(), f.nullable)
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        or pa.types.is_string_view(f.type) else f
+        for f in table.schema
+    ]))
 
 
 def partition_dir_name(partition_key: str) -> str:
