@@ -32,6 +32,15 @@ def local_path(location: str | os.PathLike[str]) -> Path | None:
     return Path(up.path) if is_local(up) else None
 
 
+def relative_name(location: str | os.PathLike[str], base: str | os.PathLike[str]) -> str:
+    """``location`` relative to ``base``, both paths or URLs of one root."""
+    root = str(as_upath(base).path).rstrip("/")
+    path = str(as_upath(location).path)
+    if not path.startswith(root + "/"):
+        raise ValueError(f"{location} is not under {base}")
+    return path[len(root) + 1:]
+
+
 def write_json(path: UPath, record: dict[str, Any]) -> UPath:
     """Replace ``path`` whole: ``os.replace`` locally, one object PUT on a store."""
     text = json.dumps(record, indent=2, default=str)
@@ -78,10 +87,8 @@ def get_tree(src: UPath, local_dir: Path) -> Path:
     local_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{local_dir.name}.", dir=local_dir.parent))
     try:
-        base = str(src.path).rstrip("/")
         for f in files:
-            rel = str(f.path)[len(base):].lstrip("/")
-            target = tmp / rel
+            target = tmp / relative_name(f, src)
             target.parent.mkdir(parents=True, exist_ok=True)
             src.fs.get_file(f.path, str(target))
         os.replace(tmp, local_dir)

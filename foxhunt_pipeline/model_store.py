@@ -75,6 +75,4 @@ def local_checkpoint(pointer: dict[str, Any], cache: Path) -> Path:
     run = pointer.get("run_dir")
     if run is None or sync.local_path(run) is not None:
         return Path(sync.local_path(pointer["checkpoint"]) or pointer["checkpoint"])
-    base = str(sync.as_upath(run)).rstrip("/")
-    rel = str(pointer["checkpoint"])[len(base):].lstrip("/")
-    return local_run_dir(pointer, cache) / rel
+    return local_run_dir(pointer, cache) / sync.relative_name(pointer["checkpoint"], run)
