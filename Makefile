@@ -33,6 +33,7 @@ test: install-test
 
 lint: install-test
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf .foxhunt .pytest_cache

@@ -6,14 +6,14 @@ import dagster as dg
 
 from assets.common import code_version_of
 from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
-from foxhunt_pipeline import model_store
+from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 
 class AgentTrainingConfig(dg.Config):
-    """Mirrors models.agents.DQNConfig / PPOConfig (the fields a user tunes most)."""
+    """Mirrors models.agents.train.DQNConfig / PPOConfig (the fields a user tunes most)."""
 
     total_timesteps: int = 200_000
     learning_rate: float = 3e-4
@@ -50,8 +50,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
                       storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
     safetensors policy + SB3 zip, registered version, pointer for evaluation."""
-    from models import agents
-    from models.trading_env import EnvConfig
+    from models.agents import train as agents
+    from models.agents.trading_env import EnvConfig
 
     data = load_dataset(storage)
     choice = torch_device.choose()
@@ -98,7 +98,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
 
 @dg.asset(
     kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.agents", "models.trading_env", "models.agent_policy"),
+    code_version=code_version_of("models.agents.train", "models.agents.trading_env", "models.agents.policy"),
     description="DQN trading agent (stable-baselines3) on the window environment: short / flat / "
     "long, next-bar fills, costs in ticks; registered as `foxhunt-dqn`.",
     **TRAINING_KW,
@@ -110,7 +110,7 @@ def dqn_agent(context: dg.AssetExecutionContext, config: DQNTrainingConfig, stor
 
 @dg.asset(
     kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.agents", "models.trading_env", "models.agent_policy"),
+    code_version=code_version_of("models.agents.train", "models.agents.trading_env", "models.agents.policy"),
     description="PPO actor-critic trading agent (stable-baselines3, vectorised envs); registered "
     "as `foxhunt-ppo`.",
     **TRAINING_KW,

@@ -1,7 +1,7 @@
 """Launch data-parallel training: ``torchrun`` under Dagster Pipes, one rank per device.
 
 Training assets call ``launch_ddp_training`` when their config asks for
-``nproc_per_node > 1``. Rank 0 of ``foxhunt_pipeline.ddp_worker`` logs each epoch and
+``nproc_per_node > 1``. Rank 0 of ``assets.ddp_worker`` logs each epoch and
 reports the result once through Pipes; this side returns that result. When any rank
 fails, the asset fails with the *first* failing rank's own error (each rank records
 its exception in ``out_dir/errors``), not with the connection errors its peers see.
@@ -17,9 +17,9 @@ from typing import Any
 
 import dagster as dg
 
-from foxhunt_pipeline.ddp_worker import ERRORS_DIR, RESULT_MESSAGE_KIND
+from assets.ddp_worker import ERRORS_DIR, RESULT_MESSAGE_KIND
 
-WORKER_MODULE = "foxhunt_pipeline.ddp_worker"
+WORKER_MODULE = "assets.ddp_worker"
 SPEC_NAME = "spec.json"
 
 
@@ -59,8 +59,8 @@ def launch_ddp_training(
 ) -> dict[str, Any]:
     """Train ``family`` on ``nproc_per_node`` ranks; returns rank 0's result (``checkpoint``,
     ``history``, ``best_val_loss``, ``model_config``, ...). ``train_params`` are
-    ``models.training.TrainConfig`` fields, ``batch_size`` being the global batch."""
-    from models.training import TrainConfig
+    ``models.training.loop.TrainConfig`` fields, ``batch_size`` being the global batch."""
+    from models.training.loop import TrainConfig
 
     if nproc_per_node < 1:
         raise dg.Failure(f"nproc_per_node must be >= 1, got {nproc_per_node}")

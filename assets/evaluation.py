@@ -11,7 +11,7 @@ import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.training import load_current_model, load_dataset
-from foxhunt_pipeline import profiles
+from foxhunt_pipeline.config import profiles
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -108,8 +108,8 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
 
 
 def _evaluate_forecaster(family: str, pointer: dict, data, config: EvaluationConfig, kwargs: dict):
-    from models.checkpoint import load_checkpoint
-    from models.evaluation import evaluate_forecaster
+    from models.evaluation.evaluate import evaluate_forecaster
+    from models.training.checkpoint import load_checkpoint
 
     model, meta = load_checkpoint(pointer["checkpoint"], device=kwargs["device"])
     extra = meta.get("extra", meta)
@@ -126,9 +126,9 @@ def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
     import numpy as np
     import torch
 
-    from models.agent_policy import load_policy
-    from models.evaluation import evaluate_agent
-    from models.trading_env import evaluate_positions
+    from models.agents.policy import load_policy
+    from models.agents.trading_env import evaluate_positions
+    from models.evaluation.evaluate import evaluate_agent
 
     policy = load_policy(pointer["checkpoint"], device=kwargs["device"])
     replay = evaluate_positions(policy, data, "test")
@@ -150,7 +150,7 @@ def _evaluation_asset(family: str, upstream: str):
         group_name="evaluation",
         kinds={"pytorch", "duckdb", "mlflow"},
         owners=OWNERS,
-        code_version=code_version_of("models.evaluation", "models.backtest", "models.metrics"),
+        code_version=code_version_of("models.evaluation.evaluate", "models.evaluation.backtest", "models.evaluation.metrics"),
         automation_condition=EAGER_AFTER_CHECKS,
         description=f"Out-of-sample evaluation of {upstream} on the test split: forecast and "
         "trading metrics with costs and next-bar fills, bootstrap CIs, running cost, next to the "

@@ -48,9 +48,9 @@ class DatasetConfig(dg.Config):
     "(s_*) and forward-return targets (y_1..y_5) on a regular in-session grid.",
 )
 def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage: FoxhuntStorage):
-    from foxhunt_pipeline import object_store
     from foxhunt_pipeline.features import FeatureConfig, build_features
     from foxhunt_pipeline.features.schema import validate_features
+    from foxhunt_pipeline.storage import object_store
 
     source = storage.table_path("continuous_bars")
     if not source.is_file():
@@ -93,9 +93,9 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     "matrix per split plus window start indices.",
 )
 def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
-    from foxhunt_pipeline import dataset_store, object_store
     from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
     from foxhunt_pipeline.features.dataset import build_training_dataset
+    from foxhunt_pipeline.storage import dataset_store, object_store
 
     frame = object_store.read_parquet(storage.table_path("features"))
     test_fraction = 1.0 - config.train_fraction - config.validation_fraction

@@ -23,7 +23,7 @@ CONTINUOUS_CHECK = "continuous_bars_contract"
 def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     """The landed file as a local path: itself on a local landing zone, else a scratch copy
     (removed afterwards; the landed object is never touched)."""
-    from foxhunt_pipeline import artifact_sync
+    from foxhunt_pipeline.storage import artifact_sync
 
     src = storage.landing_root / key
     if not src.is_file():
@@ -46,7 +46,7 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     group_name="ingestion",
     kinds={"polars", "parquet", "duckdb"},
     owners=OWNERS,
-    code_version=code_version_of("foxhunt_pipeline.dbn_decode", "foxhunt_pipeline.schemas"),
+    code_version=code_version_of("foxhunt_pipeline.ingest.decode", "foxhunt_pipeline.contracts.schemas"),
     check_specs=[
         dg.AssetCheckSpec(
             RAW_CHECK,
@@ -61,7 +61,8 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     "quarantine and the previous version of the partition stays live.",
 )
 def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
-    from foxhunt_pipeline import dbn_decode, object_store
+    from foxhunt_pipeline.ingest import decode as dbn_decode
+    from foxhunt_pipeline.storage import object_store
 
     key = context.partition_key
     root = storage.warehouse_root
@@ -109,7 +110,7 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
     group_name="ingestion",
     kinds={"polars", "parquet", "duckdb"},
     owners=OWNERS,
-    code_version=code_version_of("foxhunt_pipeline.continuous"),
+    code_version=code_version_of("foxhunt_pipeline.instruments.rolls"),
     automation_condition=EAGER_AFTER_CHECKS,
     check_specs=[
         dg.AssetCheckSpec(
@@ -117,11 +118,13 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
             description="pandera contract of the continuous series plus segment bookkeeping",
         )
     ],
-    description="One front-month series per root rolled by volume (see foxhunt_pipeline.continuous "
+    description="One front-month series per root rolled by volume (see foxhunt_pipeline.instruments.rolls "
     "for the rule), de-duplicated across landed files; roll table in DuckDB `rolls`.",
 )
 def continuous_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
-    from foxhunt_pipeline import continuous, object_store, schemas
+    from foxhunt_pipeline.contracts import schemas
+    from foxhunt_pipeline.instruments import rolls as continuous
+    from foxhunt_pipeline.storage import object_store
 
     root = storage.warehouse_root
     raw = object_store.scan_raw_bars(root)

@@ -14,7 +14,7 @@ from assets.evaluation import (
     ppo_evaluation,
     tft_evaluation,
 )
-from foxhunt_pipeline import model_store
+from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 
@@ -89,7 +89,7 @@ def current_champions(mlflow: MLflowResource, evaluations: pl.DataFrame,
     group_name="evaluation",
     kinds={"duckdb", "mlflow"},
     owners=OWNERS,
-    code_version=code_version_of("models.leaderboard"),
+    code_version=code_version_of("models.evaluation.leaderboard"),
     automation_condition=dg.AutomationCondition.eager(),
     description="All models and baselines side by side on the same test period; sets the MLflow "
     "alias `champion` per family and overall only when the challenger beats the current "
@@ -97,7 +97,7 @@ def current_champions(mlflow: MLflowResource, evaluations: pl.DataFrame,
 )
 def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
-    from models.leaderboard import baseline_rows, choose_champions, leaderboard_markdown
+    from models.evaluation.leaderboard import baseline_rows, choose_champions, leaderboard_markdown
 
     evaluations = storage.read_rows(EVALUATIONS_TABLE)
     rows, baselines = latest_evaluations(evaluations)

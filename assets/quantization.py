@@ -10,7 +10,7 @@ import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
 from assets.training import load_current_model, load_dataset
-from foxhunt_pipeline import model_store
+from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 
@@ -29,7 +29,7 @@ class QuantizationConfig(dg.Config):
 def _quantize(family: str, context: dg.AssetExecutionContext, config: QuantizationConfig,
               storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
     from models.quantization import DEFAULT_TOLERANCE, Tolerance
-    from models.quantization_report import quantize_agent, quantize_forecaster
+    from models.quantization.report import quantize_agent, quantize_forecaster
 
     data = load_dataset(storage)
     pointer, run_dir = load_current_model(storage, family)
@@ -40,13 +40,13 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
         latency_budget_ms=DEFAULT_TOLERANCE.latency_budget_ms,
     )
     if family in ("tft", "mamba2"):
-        from models.checkpoint import load_checkpoint
+        from models.training.checkpoint import load_checkpoint
 
         model, _ = load_checkpoint(pointer["checkpoint"])
         report = quantize_forecaster(model, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
                                      precisions=config.precisions, max_windows=config.max_windows)
     else:
-        from models.agent_policy import load_policy
+        from models.agents.policy import load_policy
 
         policy = load_policy(pointer["checkpoint"])
         report = quantize_agent(policy, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
@@ -100,7 +100,7 @@ def _quantized_asset(family: str):
         group_name="quantization",
         kinds={"pytorch", "mlflow"},
         owners=OWNERS,
-        code_version=code_version_of("models.quantization", "models.quantization_report", "models.export"),
+        code_version=code_version_of("models.quantization", "models.quantization.report", "models.export"),
         automation_condition=EAGER_AFTER_CHECKS,
         description=f"int8 / fp16 / bf16 variants of the {family} model against fp32 on the test "
         "split: accuracy delta, latency, size; deployable artifacts for accepted variants and a "

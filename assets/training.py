@@ -8,7 +8,8 @@ import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.features import training_dataset
-from foxhunt_pipeline import dataset_store, deploy_profile, model_store, profiles
+from foxhunt_pipeline.config import deploy_profile, profiles
+from foxhunt_pipeline.storage import dataset_store, model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -110,9 +111,9 @@ def train_forecaster_asset(
 ) -> dg.MaterializeResult:
     """Shared by tft_model and mamba2_model: build, train with MLflow logging, checkpoint,
     register a model version, publish the pointer evaluation reads."""
-    from models.checkpoint import save_checkpoint
     from models.registry import build_model
-    from models.training import TrainConfig, train_forecaster
+    from models.training.checkpoint import save_checkpoint
+    from models.training.loop import TrainConfig, train_forecaster
     from models.windows import DEFAULT_QUANTILES
 
     data = load_dataset(storage)
@@ -188,7 +189,7 @@ def train_forecaster_asset(
 
 
 class _DDPResult:
-    """The rank-0 result of a torchrun launch, shaped like models.training.TrainResult."""
+    """The rank-0 result of a torchrun launch, shaped like models.training.loop.TrainResult."""
 
     def __init__(self, r: dict):
         self.history = list(r.get("history", []))
@@ -254,7 +255,7 @@ TRAINING_KW = dict(
 
 @dg.asset(
     kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.tft", "models.training", "models.quantile"),
+    code_version=code_version_of("models.tft.model", "models.training.loop", "models.quantile"),
     description="Temporal Fusion Transformer (Lim et al. 2021) quantile forecaster; checkpoint, "
     "MLflow run and registered version `foxhunt-tft`.",
     **TRAINING_KW,
@@ -271,7 +272,7 @@ def tft_model(
 
 @dg.asset(
     kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.mamba2", "models.ssd", "models.training"),
+    code_version=code_version_of("models.mamba2.model", "models.mamba2.ssd", "models.training.loop"),
     description="Mamba-2 (SSD chunked scan, pure PyTorch) quantile forecaster; registered as "
     "`foxhunt-mamba2`.",
     **TRAINING_KW,

@@ -18,7 +18,13 @@ import numpy as np
 import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from models.agents import (
+from models.agents.trading_env import (
+    TradingEnv,
+    evaluate_positions,
+    prepare_market_data,
+    summarize_backtest,
+)
+from models.agents.train import (
     DQNConfig,
     PPOConfig,
     make_dqn,
@@ -26,12 +32,6 @@ from models.agents import (
     policy_net_from_model,
     train_dqn,
     train_ppo,
-)
-from models.trading_env import (
-    TradingEnv,
-    evaluate_positions,
-    prepare_market_data,
-    summarize_backtest,
 )
 from models.windows import synthetic_training_data
 

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from models.backtest import run_backtest
-from models.metrics import block_bootstrap_ci, sharpe_ci
+from models.evaluation.backtest import run_backtest
+from models.evaluation.metrics import block_bootstrap_ci, sharpe_ci
 
 
 def loop_backtest(pos: np.ndarray, r: np.ndarray, c: np.ndarray, seg: np.ndarray) -> np.ndarray:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from models.checkpoint import load_checkpoint, save_checkpoint
-from models.tft import TemporalFusionTransformer, TFTConfig
+from models.tft.model import TemporalFusionTransformer, TFTConfig
+from models.training.checkpoint import load_checkpoint, save_checkpoint
 
 LEGACY_MS = {64: (12.0, 26.0), 256: (185.0, 351.0)}
 

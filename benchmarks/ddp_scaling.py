@@ -3,7 +3,7 @@
     nice python benchmarks/ddp_scaling.py [--rows 6000] [--steps 60] [--batch 128] [--repeats 3]
 
 Runs the same job (same global batch, same steps) through the production path
-(``torchrun`` + ``foxhunt_pipeline.ddp_worker``) with 1 and 2 ranks, each rank on one
+(``torchrun`` + ``assets.ddp_worker``) with 1 and 2 ranks, each rank on one
 thread, plus the in-process harness (``train_forecaster``) with 1 and 2 threads as the
 anchor. Reports each run's training seconds (inside the loop) and wall seconds (launch,
 imports, rendezvous included) and the ratios to the 1-process anchor. The runs are
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import torch
 
+from assets.ddp_worker import model_config_for
 from assets.distributed_training import torchrun_command
-from foxhunt_pipeline.ddp_worker import model_config_for
 from models.registry import build_model
-from models.training import TrainConfig, train_forecaster
+from models.training.loop import TrainConfig, train_forecaster
 from models.windows import synthetic_training_data
 
 PARAMS = {"hidden": 32, "heads": 4, "lstm_layers": 1, "var_width": 4, "dropout": 0.0}

@@ -30,7 +30,7 @@ def generate_bars(
 ) -> pl.DataFrame:
     """continuous_bars-shaped minute bars: full CME sessions on weekdays, ``missing`` of the
     minutes without a trade, a roll every 60 trade days."""
-    from foxhunt_pipeline.instruments import ROOTS
+    from foxhunt_pipeline.instruments.specs import ROOTS
 
     rng = np.random.default_rng(seed)
     per_root = rows // len(roots)

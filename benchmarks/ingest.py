@@ -53,7 +53,8 @@ def _work(
 
 def _thread_cpu() -> dict[str, float]:
     """Times the ingest's reader and writer threads (``time.thread_time`` in each)."""
-    from foxhunt_pipeline import dbn_records, parquet_background_writer
+    from foxhunt_pipeline.ingest import background_writer as parquet_background_writer
+    from foxhunt_pipeline.ingest import records as dbn_records
 
     spent: dict[str, float] = {}
     for name, cls in (
@@ -74,7 +75,7 @@ def _thread_cpu() -> dict[str, float]:
 
 def _timed_work(mode: str, src: Path, dest: Path, chunk_records: int, records: int) -> dict:
     if mode == "generate":
-        from foxhunt_pipeline.synthetic import generate_large_file
+        from foxhunt_pipeline.synthetic.generate import generate_large_file
 
         t0, c0 = time.perf_counter(), time.process_time()
         generate_large_file(src, records, schema="ohlcv-1s", n_instruments=2, seed=11)
@@ -99,7 +100,7 @@ def _timed_work(mode: str, src: Path, dest: Path, chunk_records: int, records: i
         df = db.DBNStore.from_file(src).to_df()
         df.to_parquet(dest)
         return {"seconds": time.perf_counter() - t0, "cpu0": c0, "rows": len(df)}
-    from foxhunt_pipeline.dbn_decode import ingest_dbn_file
+    from foxhunt_pipeline.ingest.decode import ingest_dbn_file
 
     spent = _thread_cpu()
     t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.agent_policy import PolicyNet
+from models.agents.policy import PolicyNet
 from models.export import ExportError, artifact_bytes, export_artifact, load_artifact
-from models.mamba2 import Mamba2Config, Mamba2Forecaster
+from models.mamba2.model import Mamba2Config, Mamba2Forecaster
 from models.quantization import (
     Variant,
     batch_of,
@@ -41,7 +41,7 @@ from models.quantization import (
     quantize_variants,
     recommend,
 )
-from models.tft import TemporalFusionTransformer, TFTConfig
+from models.tft.model import TemporalFusionTransformer, TFTConfig
 from models.windows import synthetic_training_data
 
 

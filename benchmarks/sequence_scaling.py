@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-from models.mamba2 import Mamba2Config, Mamba2Forecaster
+from models.mamba2.model import Mamba2Config, Mamba2Forecaster
 
 N_STATIC, N_OBSERVED, N_KNOWN, HORIZON = 5, 12, 10, 5
 LINEAR_SLACK = 77 / 64  # the 77x for 64x the steps
@@ -43,9 +43,9 @@ def build_models(one_segment: bool) -> dict[str, torch.nn.Module]:
         models["mamba2_1seg"] = Mamba2Forecaster(
             Mamba2Config(**sizes, hidden=64, n_layers=2, segment_tokens=0))
     try:
-        from models.tft import TemporalFusionTransformer, TFTConfig
+        from models.tft.model import TemporalFusionTransformer, TFTConfig
     except ImportError as exc:
-        print(f"TFT skipped: models.tft is not importable ({exc})")
+        print(f"TFT skipped: models.tft.model is not importable ({exc})")
     else:
         models["tft"] = TemporalFusionTransformer(
             TFTConfig(**sizes, hidden=64, heads=4, lstm_layers=2))

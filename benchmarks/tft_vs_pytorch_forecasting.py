@@ -66,7 +66,7 @@ class OurTFT(Side):
     name = "foxhunt TFT"
 
     def __init__(self, device: torch.device):
-        from models.tft import TemporalFusionTransformer, TFTConfig
+        from models.tft.model import TemporalFusionTransformer, TFTConfig
 
         cfg = TFTConfig(n_static=S, n_observed=F, n_known=K, lookback=T, horizon=H,
                         hidden=64, heads=4, lstm_layers=2, dropout=0.1)

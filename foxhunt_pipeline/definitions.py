@@ -7,7 +7,7 @@ import os
 import dagster as dg
 
 from assets import agents, evaluation, features, ingestion, leaderboard, quantization, training
-from foxhunt_pipeline import sensors
+from foxhunt_pipeline import automation as sensors
 from resources.databento_source import DatabentoSource
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client

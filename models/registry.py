@@ -1,6 +1,6 @@
 """Model types by name, so a checkpoint's ``model_type`` string rebuilds its model.
 
-Entries are resolved on lookup: ``models.mamba2`` is written in parallel and may not
+Entries are resolved on lookup: ``models.mamba2.model`` is written in parallel and may not
 exist yet, and importing one forecaster must not require the other.
 """
 
@@ -14,8 +14,8 @@ from torch import nn
 
 # name -> (module, config class, model class)
 _SPECS: dict[str, tuple[str, str, str]] = {
-    "tft": ("models.tft", "TFTConfig", "TemporalFusionTransformer"),
-    "mamba2": ("models.mamba2", "Mamba2Config", "Mamba2Forecaster"),
+    "tft": ("models.tft.model", "TFTConfig", "TemporalFusionTransformer"),
+    "mamba2": ("models.mamba2.model", "Mamba2Config", "Mamba2Forecaster"),
 }
 
 

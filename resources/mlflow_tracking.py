@@ -11,7 +11,7 @@ from typing import Any
 
 import dagster as dg
 
-from foxhunt_pipeline.settings import FoxhuntPaths
+from foxhunt_pipeline.config.paths import FoxhuntPaths
 
 EXPERIMENT = "foxhunt"
 

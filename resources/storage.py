@@ -8,8 +8,8 @@ from pathlib import Path
 import dagster as dg
 from upath import UPath
 
-from foxhunt_pipeline import object_store
-from foxhunt_pipeline.settings import FoxhuntPaths
+from foxhunt_pipeline.config.paths import FoxhuntPaths
+from foxhunt_pipeline.storage import object_store
 
 
 class FoxhuntStorage(dg.ConfigurableResource):
@@ -65,7 +65,7 @@ class FoxhuntStorage(dg.ConfigurableResource):
     def current_model(self, family: str) -> tuple[dict, Path, Path]:
         """(pointer, local checkpoint path, local run directory) of the family's current model,
         downloaded to the local cache first when the checkpoints live in object storage."""
-        from foxhunt_pipeline import model_store
+        from foxhunt_pipeline.storage import model_store
 
         pointer = model_store.current(self.checkpoints_root, family)
         cache = self.scratch / "cache" / "checkpoints"
@@ -75,7 +75,7 @@ class FoxhuntStorage(dg.ConfigurableResource):
     def store_run_outputs(self, pointer: dict, run_dir: Path, outputs: Path) -> str:
         """Make ``outputs`` (a directory inside the local ``run_dir``, e.g. evaluation plots)
         durable beside the run; returns its location."""
-        from foxhunt_pipeline import artifact_sync, model_store
+        from foxhunt_pipeline.storage import artifact_sync, model_store
 
         where = pointer.get("run_dir")
         if where is None or artifact_sync.local_path(where) is not None:
@@ -86,7 +86,7 @@ class FoxhuntStorage(dg.ConfigurableResource):
     def append_rows(self, table: str, rows, part_name: str) -> None:
         """Append to an append-only table (``model_evaluations``): the DuckDB table locally;
         on a store one parquet object per call, then the catalogue's view over them."""
-        from foxhunt_pipeline import warehouse
+        from foxhunt_pipeline.storage import warehouse
 
         root = self.warehouse_root
         if object_store.is_local(root):

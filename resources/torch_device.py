@@ -14,7 +14,7 @@ class TorchDevice(dg.ConfigurableResource):
     def choose(self):
         import torch
 
-        from models.device import select_device
+        from models.training.device import select_device
 
         if self.threads > 0:
             torch.set_num_threads(self.threads)

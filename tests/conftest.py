@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("FOXHUNT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DBN_SAMPLES = SHARED / "data" / "dbn"
+# real DBN samples from Databento's own repositories, vendored (tests/data/dbn/MANIFEST.tsv)
+DBN_SAMPLES = Path(__file__).resolve().parent / "data" / "dbn"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,6 +58,4 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session")
 def dbn_samples() -> Path:
-    if not DBN_SAMPLES.exists():
-        pytest.skip(f"real DBN samples not found at {DBN_SAMPLES} (set FOXHUNT_SHARED)")
     return DBN_SAMPLES

@@ -6,7 +6,6 @@ instruments, and hooks for crafted bad records (crossed bars, UNDEF prices).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -17,11 +16,7 @@ import numpy as np
 import zstandard
 from databento.common.constants import SCHEMA_STRUCT_MAP
 
-SHARED_DBN = (
-    Path(os.environ.get("FOXHUNT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-    / "data"
-    / "dbn"
-)
+SAMPLE_DBN = Path(__file__).resolve().parent / "data" / "dbn"  # vendored real samples
 NS = 10**9
 SCHEMAS = {
     "ohlcv-1s": dbn.Schema.OHLCV_1S,
@@ -41,7 +36,7 @@ class Instrument:
 
 
 def shared_file(name: str) -> Path:
-    return SHARED_DBN / name
+    return SAMPLE_DBN / name
 
 
 def bar_dtype(schema: str = "ohlcv-1m") -> np.dtype:

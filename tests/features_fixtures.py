@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from foxhunt_pipeline.instruments import ROOTS
+from foxhunt_pipeline.instruments.specs import ROOTS
 
 
 def session_minutes(trade_day: date, bar_seconds: int = 60) -> pl.Series:

@@ -27,7 +27,7 @@ from foxhunt_pipeline.features.library import (
 )
 from foxhunt_pipeline.features.static_inputs import STATIC_NAMES, static_exprs
 from foxhunt_pipeline.features.targets import target_exprs, target_names
-from foxhunt_pipeline.instruments import spec
+from foxhunt_pipeline.instruments.specs import spec
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 import polars as pl
 
 from foxhunt_pipeline.features.grid import EXCHANGE_TZ, SESSION_MINUTES, SESSION_OPEN_HOUR
-from foxhunt_pipeline.instruments import spec
+from foxhunt_pipeline.instruments.specs import spec
 
 CALENDAR_BY_ASSET_CLASS = {
     "equity_index": "CME_Equity",

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.features.grid import trade_date_expr
-from foxhunt_pipeline.instruments import spec
+from foxhunt_pipeline.instruments.specs import spec
 from models.windows import DEFAULT_QUANTILES, SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 STD_FLOOR = 1e-12

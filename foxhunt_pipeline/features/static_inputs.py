@@ -6,7 +6,7 @@ import math
 
 import polars as pl
 
-from foxhunt_pipeline.instruments import spec
+from foxhunt_pipeline.instruments.specs import spec
 
 STATIC_NAMES: tuple[str, ...] = (
     "s_root_id",
@@ -20,7 +20,7 @@ STATIC_NAMES: tuple[str, ...] = (
 
 
 def static_values(root: str) -> dict[str, float]:
-    """The ``s_*`` values of one root, from ``foxhunt_pipeline.instruments.ROOTS``."""
+    """The ``s_*`` values of one root, from ``foxhunt_pipeline.instruments.specs.ROOTS``."""
     s = spec(root)
     return {
         "s_root_id": float(s.root_id),

@@ -1,0 +1,67 @@
+"""Sensors and schedules: landed files start ingestion; declarative automation carries new
+data downstream; a weekly schedule retrains every model even when nothing new landed."""
+
+
+import json
+import os
+
+import dagster as dg
+
+from assets.ingestion import landed_files
+from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
+from resources.storage import FoxhuntStorage
+
+ingest_job = dg.define_asset_job(
+    "ingest_landed_file",
+    selection=dg.AssetSelection.assets("raw_bars"),
+    description="Decode and validate one landed DBN file (one run per file).",
+)
+
+retrain_job = dg.define_asset_job(
+    "retrain_models",
+    selection=dg.AssetSelection.groups("training", "evaluation", "quantization"),
+    description="Retrain, evaluate and quantize every model on the latest training_dataset.",
+)
+
+
+def landing_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage):
+    """New files -> (partition add request, one run request each); run keys make a daemon
+    restart or a repeated tick harmless."""
+    new = unregistered(storage.landing_root, instance.get_dynamic_partitions(PARTITIONS_NAME))
+    requests = [dg.RunRequest(partition_key=name, run_key=f"landed:{name}") for name in new]
+    adds = [landed_files.build_add_request(new)] if new else []
+    return new, requests, adds
+
+
+@dg.sensor(
+    job=ingest_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=int(os.environ.get("FOXHUNT_LANDING_INTERVAL", "15")),
+    description="Registers new DBN files in the landing zone as partitions and ingests each once.",
+)
+def landing_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
+    new, requests, adds = landing_run_requests(context.instance, storage)
+    seen = json.loads(context.cursor) if context.cursor else {"registered": 0}
+    if not new:
+        return dg.SkipReason(f"no new files in {storage.landing_root}")
+    cursor = json.dumps({"registered": seen["registered"] + len(new), "last": new[-1]})
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
+
+
+retrain_schedule = dg.ScheduleDefinition(
+    name="weekly_retraining",
+    job=retrain_job,
+    cron_schedule=os.environ.get("FOXHUNT_RETRAIN_CRON", "0 4 * * 6"),
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Retrains every model on the latest dataset (cron from FOXHUNT_RETRAIN_CRON).",
+)
+
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "foxhunt_automation",
+    target=dg.AssetSelection.all(),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=int(os.environ.get("FOXHUNT_AUTOMATION_INTERVAL", "30")),
+    description="Declarative automation: each asset updates when its upstream changed and the "
+    "upstream's blocking checks passed.",
+)

@@ -1,0 +1,54 @@
+"""The persistent Dagster instance under ``$FOXHUNT_HOME/dagster``, shared by the UI, the
+daemon, ``foxhunt materialize`` and ``foxhunt demo`` so every run shows up in one place."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from foxhunt_pipeline.config.paths import FoxhuntPaths
+
+GPU_POOL = "gpu"
+GPU_POOL_LIMIT = 1
+
+DAGSTER_YAML = """\
+# Written by foxhunt-pipeline; edit freely, it is only created when missing.
+storage:
+  sqlite:
+    base_dir: {base}
+concurrency:
+  runs:
+    max_concurrent_runs: {max_runs}
+  pools:
+    # only training assets use a pool ("gpu"): one training at a time on one GPU
+    default_limit: {gpu_limit}
+telemetry:
+  enabled: false
+"""
+
+
+def ensure_dagster_home(paths: FoxhuntPaths, max_concurrent_runs: int | None = None) -> Path:
+    """Creates DAGSTER_HOME with SQLite storage and the gpu pool limit; sets the env var."""
+    home = paths.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        max_runs = max_concurrent_runs or max(2, os.cpu_count() or 2)
+        cfg.write_text(DAGSTER_YAML.format(base=home, max_runs=max_runs, gpu_limit=GPU_POOL_LIMIT))
+    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ.setdefault("FOXHUNT_HOME", str(paths.home))
+    return home
+
+
+def get_instance(paths: FoxhuntPaths | None = None):
+    """The persistent instance, with the gpu pool's limit recorded in its storage."""
+    from dagster import DagsterInstance
+
+    paths = paths or FoxhuntPaths.from_env()
+    ensure_dagster_home(paths.ensure())
+    instance = DagsterInstance.get()
+    # older storages without pools: the yaml default_limit still applies
+    with contextlib.suppress(Exception):
+        instance.event_log_storage.set_concurrency_slots(GPU_POOL, GPU_POOL_LIMIT)
+    return instance

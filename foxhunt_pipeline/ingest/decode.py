@@ -1,0 +1,351 @@
+"""Landed DBN bar files -> the ``raw_bars`` parquet contract (docs/contracts.md).
+
+Decoding is ``databento.DBNStore`` (``to_ndarray(count=...)``, over Arrow's zstd stream,
+which detects a truncated file), never a hand-written parser. One pass, bounded memory:
+the output is sorted by instrument and the file by time, so the lowest-id outright is
+streamed straight to parquet while the others are held per instrument (in memory up to
+a budget, then on disk) and written after it. Records already strictly increasing are
+never sorted; an instrument that is not is sorted and deduplicated on its own. Three
+threads overlap: a reader decompresses the next chunk, the caller splits and converts
+this one, a writer encodes parquet (zstd and parquet release the GIL). Validation
+screens each batch in numpy on the arrays it was built from
+(:class:`~foxhunt_pipeline.ingest.batches.BatchScreen`) and leaves pandera for batches
+that may fail (see :mod:`foxhunt_pipeline.contracts.schemas`).
+
+The landed file is only ever opened for reading. This module runs the pass; the parts
+live beside it: :mod:`~foxhunt_pipeline.ingest.dbn_file` (opening, metadata),
+:mod:`~foxhunt_pipeline.ingest.symbols` (instrument -> dated symbol),
+:mod:`~foxhunt_pipeline.ingest.records` (chunks, per-instrument split, ordering),
+:mod:`~foxhunt_pipeline.ingest.batches` (the parquet layout),
+:mod:`~foxhunt_pipeline.ingest.spill` and :mod:`~foxhunt_pipeline.ingest.background_writer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from foxhunt_pipeline.contracts.schemas import StreamValidator, ValidationResult, raw_bars_schema
+from foxhunt_pipeline.ingest.background_writer import _BackgroundWriter
+from foxhunt_pipeline.ingest.batches import (
+    KEY_COLUMNS,
+    PARQUET_OPTIONS,
+    PRICE_COLUMNS,
+    PRICE_SCALE,
+    RAW_BARS_ARROW_SCHEMA,
+    RAW_BARS_POLARS_SCHEMA,
+    STRING_COLUMNS,
+    UNDEF_PRICE,
+    WRITE_SCHEMA,
+    BatchScreen,
+    _batch,
+    _empty_batch,
+    _validation_view,
+)
+from foxhunt_pipeline.ingest.dbn_file import (
+    BAR_SCHEMAS,
+    DbnInputError,
+    DbnMetadata,
+    NsRange,
+    _check_bars,
+    _metadata_of,
+    _open_store,
+    read_metadata,
+)
+from foxhunt_pipeline.ingest.records import (
+    _dedupe_sorted,
+    _iter_chunks,
+    _split_by_instrument,
+    _strictly_after,
+)
+from foxhunt_pipeline.ingest.spill import _SpillArea
+from foxhunt_pipeline.ingest.symbols import _Resolver, spread_ids_from_definitions
+from models.atomic import atomic_write
+
+
+@dataclass
+class IngestReport(NsRange):
+    source: Path
+    dest: Path
+    rows_in: int = 0
+    rows_out: int = 0
+    spreads_dropped: int = 0
+    unmapped_dropped: int = 0
+    duplicates_dropped: int = 0
+    undef_price_rows: int = 0
+    schema: str = ""
+    dataset: str = ""
+    dbn_version: int = 0
+    start_ns: int = 0
+    end_ns: int | None = None
+    symbols: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    validation: ValidationResult | None = None  # set by ingest_dbn_file(validate=True)
+
+
+    def as_metadata(self) -> dict[str, Any]:
+        """Flat, JSON-friendly view for Dagster materialization metadata."""
+        return {
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "spreads_dropped": self.spreads_dropped,
+            "unmapped_dropped": self.unmapped_dropped,
+            "duplicates_dropped": self.duplicates_dropped,
+            "undef_price_rows": self.undef_price_rows,
+            "schema": self.schema,
+            "dataset": self.dataset,
+            "dbn_version": self.dbn_version,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat() if self.end else None,
+            "symbols": ", ".join(self.symbols),
+            "warnings": "; ".join(self.warnings),
+        }
+
+
+DEFAULT_SPILL_MEMORY_BYTES = 192 * 2**20
+# one row group per chunk and instrument at most: small enough that a decoded chunk, its
+# Arrow batches and the writer's queue stay a few tens of MB
+DEFAULT_CHUNK_RECORDS = 262_144
+
+
+def _last_row(batch: pa.RecordBatch, validator: StreamValidator) -> pl.DataFrame:
+    """A batch's last row in the contract's layout, for the validator to carry over."""
+    frame, consts = _validation_view(batch.slice(batch.num_rows - 1, 1))
+    return validator._materialise(frame, consts)
+
+
+class _NeedsSort(Exception):
+    """The streamed instrument is not strictly increasing in time: redo with it spilled."""
+
+
+@dataclass
+class _Run:
+    """One attempt at writing the partition."""
+
+    report: IngestReport
+    resolver: _Resolver
+    validator: StreamValidator | None
+    source_file: str
+    row_group_rows: int
+    writer: _BackgroundWriter | None = None
+    # numpy screen of each batch as it is built (None: every batch screened by polars)
+    screen: BatchScreen | None = None
+
+    def emit(self, iid: int, recs: np.ndarray) -> None:
+        """Write one instrument's time-sorted records, split by their dated symbol."""
+        assert self.writer is not None
+        report = self.report
+        for lo, hi, symbol, root in self.resolver.segments(iid, recs["ts_event"]):
+            if symbol is None:
+                if root == "spread":
+                    report.spreads_dropped += hi - lo
+                else:
+                    report.unmapped_dropped += hi - lo
+                continue
+            for a in range(lo, hi, self.row_group_rows):
+                b = min(a + self.row_group_rows, hi)
+                batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file, self.screen)
+                report.undef_price_rows += n_undef
+                report.rows_out += b - a
+                if self.validator is not None and not (
+                    self.screen is not None
+                    and self.screen.passed
+                    and self.validator.feed_passed(
+                        b - a,
+                        (iid, int(recs["ts_event"][a])),
+                        (iid, int(recs["ts_event"][b - 1])),
+                        functools.partial(_last_row, batch, self.validator),
+                    )
+                ):
+                    self.validator.feed(*_validation_view(batch))
+                self.writer.write(batch)
+
+
+def ingest_dbn_file(
+    src: Path | str,
+    dest: Path | str,
+    *,
+    chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    source_file: str | None = None,
+    definitions: Sequence[Path | str] = (),
+    compression: str = "zstd",
+    compression_level: int | None = 1,
+    row_group_rows: int = 262_144,
+    validate: bool = False,
+    spill_memory_bytes: int = DEFAULT_SPILL_MEMORY_BYTES,
+) -> IngestReport:
+    """Decode one landed DBN bar file into one raw_bars parquet file at ``dest``.
+
+    ``source_file`` (default: the file name, which is the Dagster partition key) fills
+    the ``source_file`` column. ``definitions``: definition DBN files whose instrument
+    class marks spreads (symbol form is used as well). The write is atomic: on any
+    failure a previous ``dest`` stays intact and no temporary file is left.
+
+    The output is sorted by instrument, the file by time, so one pass streams the
+    lowest-id outright straight to parquet while the others are held (in memory up to
+    ``spill_memory_bytes``, then on disk) and written after it. Memory is bounded by
+    ``chunk_records`` plus that budget (plus, for an instrument whose records are out of
+    order or duplicated, that instrument's records, which are sorted and deduplicated).
+
+    ``validate=True`` checks every batch against :func:`schemas.raw_bars_schema` for the
+    file's metadata range as it is written (no second read) and puts the outcome in
+    ``report.validation``; the file is written either way.
+    """
+    src, dest = Path(src), Path(dest)
+    spread_ids, def_symbols = (
+        spread_ids_from_definitions(definitions) if definitions else (set(), {})
+    )
+    options = dict(
+        chunk_records=chunk_records,
+        source_file=source_file or src.name,
+        spread_ids=spread_ids,
+        def_symbols=def_symbols,
+        writer_options={
+            "compression": compression,
+            "compression_level": compression_level,
+            **PARQUET_OPTIONS,
+        },
+        row_group_rows=row_group_rows,
+        validate=validate,
+        spill_memory_bytes=spill_memory_bytes,
+    )
+    try:
+        return _ingest(src, dest, stream_first=True, **options)  # type: ignore[arg-type]
+    except _NeedsSort:
+        return _ingest(src, dest, stream_first=False, **options)  # type: ignore[arg-type]
+
+
+def _ingest(
+    src: Path,
+    dest: Path,
+    *,
+    stream_first: bool,
+    chunk_records: int,
+    source_file: str,
+    spread_ids: set[int],
+    def_symbols: dict[int, str],
+    writer_options: dict[str, Any],
+    row_group_rows: int,
+    validate: bool,
+    spill_memory_bytes: int,
+) -> IngestReport:
+    store = _open_store(src)
+    meta = _metadata_of(src, store)
+    _check_bars(src, meta)
+    report = IngestReport(
+        source=src,
+        dest=dest,
+        schema=meta.schema or "",
+        dataset=meta.dataset,
+        dbn_version=meta.dbn_version,
+        start_ns=meta.start_ns,
+        end_ns=meta.end_ns,
+        symbols=meta.symbols,
+    )
+    resolver = _Resolver(meta, spread_ids, def_symbols)
+    validator = (
+        StreamValidator(raw_bars_schema(meta.start_ns, meta.end_ns), label=f"raw_bars ({src.name})")
+        if validate
+        else None
+    )
+    run = _Run(report, resolver, validator, source_file, row_group_rows)
+    if validator is not None:
+        run.screen = BatchScreen.for_schema(validator.schema, meta.start_ns, meta.end_ns)
+    keep: dict[int, bool] = {}
+    known = sorted(set(resolver.intervals) | set(def_symbols))
+    stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    spill = _SpillArea(dest.parent, spill_memory_bytes)
+
+    def write(tmp: Path) -> None:
+        run.writer = _BackgroundWriter(tmp, WRITE_SCHEMA, **writer_options)
+        try:
+            streamed_last = -1
+            for arr in _iter_chunks(store, src, chunk_records):
+                report.rows_in += len(arr)
+                for iid, recs in _split_by_instrument(arr):
+                    kept = keep.get(iid)
+                    if kept is None:
+                        kept = keep[iid] = resolver.may_keep(iid)
+                    if not kept:
+                        if iid in resolver.unmapped:
+                            report.unmapped_dropped += len(recs)
+                        else:
+                            report.spreads_dropped += len(recs)
+                    elif iid == stream_iid:
+                        if not _strictly_after(streamed_last, recs["ts_event"]):
+                            raise _NeedsSort
+                        streamed_last = int(recs["ts_event"][-1])
+                        run.emit(iid, recs)
+                    else:
+                        spill.add(iid, recs)
+            for iid in spill.ids():
+                if spill.clean[iid]:
+                    for recs in spill.blocks(iid, row_group_rows):
+                        run.emit(iid, recs)
+                    continue
+                whole = np.concatenate(list(spill.blocks(iid, row_group_rows)))
+                recs = _dedupe_sorted(whole)
+                report.duplicates_dropped += len(whole) - len(recs)
+                del whole
+                run.emit(iid, recs)
+            if report.rows_out == 0:
+                run.writer.write(_empty_batch())
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                run.writer.close()
+            raise
+        run.writer.close()
+
+    try:
+        atomic_write(dest, write)
+    finally:
+        spill.close()
+
+    if validator is not None:
+        if report.rows_out == 0:
+            validator.feed(pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()))  # type: ignore[arg-type]
+        report.validation = validator.result()
+    if report.rows_in == 0:
+        report.warnings.append(f"{src.name}: 0 records; wrote an empty partition")
+    if resolver.unmapped and report.unmapped_dropped:
+        ids = ", ".join(str(i) for i in sorted(resolver.unmapped)[:10])
+        report.warnings.append(
+            f"{src.name}: {report.unmapped_dropped} rows of instrument_id(s) {ids} have no "
+            "symbol mapping on their date and were dropped"
+        )
+    if report.undef_price_rows:
+        report.warnings.append(
+            f"{src.name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
+        )
+    return report
+
+
+__all__ = [
+    "BAR_SCHEMAS",
+    "DEFAULT_CHUNK_RECORDS",
+    "DEFAULT_SPILL_MEMORY_BYTES",
+    "KEY_COLUMNS",
+    "PARQUET_OPTIONS",
+    "PRICE_COLUMNS",
+    "PRICE_SCALE",
+    "RAW_BARS_ARROW_SCHEMA",
+    "RAW_BARS_POLARS_SCHEMA",
+    "STRING_COLUMNS",
+    "UNDEF_PRICE",
+    "WRITE_SCHEMA",
+    "DbnInputError",
+    "DbnMetadata",
+    "IngestReport",
+    "ingest_dbn_file",
+    "read_metadata",
+    "spread_ids_from_definitions",
+]

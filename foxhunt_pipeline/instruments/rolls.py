@@ -1,0 +1,182 @@
+"""One front-month series per root, rolled by volume, from all raw_bars partitions.
+
+Roll rule (``rule="volume"`` in the rolls table): the front contract changes at the
+start of the first CME session day after a session day on which a later-expiring
+contract traded more volume than the current front; the new front is the one with
+the most volume that day. The series never rolls back to an earlier expiry. A
+contract past its expiry is never front: if the front expires before volume has
+moved, the series rolls on the day after expiry (``rule="expiry"``) to the
+later-expiring contract with most volume on the last day, else the nearest one.
+The first front of a root is the nearest-expiring contract trading on its first
+session day, so no decision ever uses volume from the day it applies to.
+
+Session day = CME trade date: the America/Chicago date, with bars from 17:00 CT on
+belonging to the next day (the Sunday 17:00 open is Monday's session).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+import polars as pl
+
+from foxhunt_pipeline.instruments.specs import expiry_date, parse_outright
+
+EXCHANGE_TZ = "America/Chicago"
+SESSION_ROLL_HOUR = 17  # CT: the trade date changes at the evening open
+KEY = ["instrument_id", "ts_event", "publisher_id"]
+BAR_COLUMNS = [
+    "ts_event",
+    "rtype",
+    "publisher_id",
+    "instrument_id",
+    "symbol",
+    "root",
+    "open",
+    "high",
+    "low",
+    "close",
+    "volume",
+]
+ROLLS_SCHEMA = {
+    "root": pl.String,
+    "roll_date": pl.Date,
+    "from_symbol": pl.String,
+    "to_symbol": pl.String,
+    "rule": pl.String,
+}
+
+
+def trade_date(ts: pl.Expr) -> pl.Expr:
+    """CME trade date of a UTC timestamp expression."""
+    local = ts.dt.convert_time_zone(EXCHANGE_TZ).dt.replace_time_zone(None)
+    return (local + pl.duration(hours=24 - SESSION_ROLL_HOUR)).dt.date()
+
+
+def contract_expiry(root: str, symbol: str, ref: date) -> date:
+    """Expiry of an outright; ``ref`` (a date it traded) resolves the one-digit year."""
+    parsed = parse_outright(symbol, ref)
+    if parsed is None:
+        raise ValueError(f"{symbol!r} is not an outright contract symbol (root {root})")
+    sym_root, year, month = parsed
+    return expiry_date(sym_root, year, month)
+
+
+@dataclass(frozen=True)
+class _Front:
+    symbol: str
+    expiry: date
+    seq: int
+
+
+def dedupe_bars(raw: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (instrument_id, ts_event, publisher_id), whichever file it came from."""
+    cols = raw.collect_schema().names()
+    order = [*KEY, "source_file"] if "source_file" in cols else KEY
+    return raw.sort(order).unique(subset=KEY, keep="first", maintain_order=True)
+
+
+def _pick(cands: dict[str, int], expiry: dict[str, date]) -> str:
+    """Most volume; ties go to the nearer expiry."""
+    return max(cands, key=lambda s: (cands[s], -expiry[s].toordinal()))
+
+
+def _fronts_for_root(root: str, daily: pl.DataFrame) -> tuple[list[tuple], list[tuple]]:
+    """(front per day rows, roll rows) for one root; ``daily`` has symbol, day, volume."""
+    first_seen: dict[str, date] = {}
+    for sym, day in daily.select("symbol", "day").sort("day").iter_rows():
+        first_seen.setdefault(sym, day)
+    expiry = {s: contract_expiry(root, s, d) for s, d in first_seen.items()}
+    vols: dict[date, dict[str, int]] = {}
+    for sym, day, vol in daily.select("symbol", "day", "volume").iter_rows():
+        vols.setdefault(day, {})[sym] = int(vol)
+
+    front: _Front | None = None
+    next_seq = 0
+    pending: str | None = None  # decided on the previous session day
+    prev_vols: dict[str, int] = {}
+    out_days: list[tuple] = []
+    rolls: list[tuple] = []
+    for day in sorted(vols):
+        today = vols[day]
+        live = [s for s in today if expiry[s] >= day]
+        target, rule = (pending, "volume") if pending and expiry[pending] >= day else (None, "")
+        if front is not None and target is None and front.expiry < day:
+            later = [s for s in live if expiry[s] > front.expiry]
+            target = _pick({s: prev_vols.get(s, 0) for s in later}, expiry) if later else None
+            rule = "expiry"
+            if target is None:
+                front = None  # nothing later trades yet: a gap, not a roll back
+        if front is None and live:
+            nearest = min(live, key=lambda s: expiry[s])
+            front = _Front(nearest, expiry[nearest], next_seq)
+            next_seq += 1
+        elif front is not None and target is not None and target != front.symbol:
+            rolls.append((root, day, front.symbol, target, rule))
+            front = _Front(target, expiry[target], next_seq)
+            next_seq += 1
+        pending = None
+        prev_vols = today
+        if front is None:
+            continue
+        out_days.append((root, day, front.symbol, front.seq, front.expiry))
+        front_vol = today.get(front.symbol, 0)
+        busier = {s: v for s, v in today.items() if expiry[s] > front.expiry and v > front_vol}
+        if busier:
+            pending = _pick(busier, expiry)
+    return out_days, rolls
+
+
+def build_continuous(raw: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(continuous_bars, rolls) from all raw_bars; see the module docstring for the rule."""
+    bars = (
+        dedupe_bars(raw)
+        .select(BAR_COLUMNS)
+        .with_columns(trade_date(pl.col("ts_event")).alias("day"))
+    )
+    bars_df = bars.collect()
+    daily = (
+        bars_df.group_by("root", "symbol", "day")
+        .agg(pl.col("volume").sum())
+        .sort("root", "day", "symbol")
+    )
+    day_rows: list[tuple] = []
+    roll_rows: list[tuple] = []
+    for (root,), part in daily.partition_by("root", as_dict=True, maintain_order=True).items():
+        d, r = _fronts_for_root(root, part)
+        day_rows += d
+        roll_rows += r
+    fronts = pl.DataFrame(
+        day_rows,
+        schema={
+            "root": pl.String,
+            "day": pl.Date,
+            "symbol": pl.String,
+            "contract_seq": pl.Int32,
+            "expiry": pl.Date,
+        },
+        orient="row",
+    )
+    rolls = pl.DataFrame(roll_rows, schema=ROLLS_SCHEMA, orient="row")
+    continuous = (
+        bars_df.join(fronts, on=["root", "day", "symbol"], how="inner")
+        .select(*BAR_COLUMNS, "contract_seq", "expiry")
+        .sort("root", "ts_event", "publisher_id")
+    )
+    return continuous, rolls
+
+
+def days_to_expiry(expiry: pl.Expr, ts: pl.Expr) -> pl.Expr:
+    """Calendar days from a bar's trade date to its contract's expiry (for features)."""
+    return (expiry - trade_date(ts)).dt.total_days()
+
+
+__all__ = [
+    "ROLLS_SCHEMA",
+    "build_continuous",
+    "contract_expiry",
+    "days_to_expiry",
+    "dedupe_bars",
+    "trade_date",
+]

@@ -1,0 +1,1 @@
+"""Running an exported model on stored features outside Dagster (``foxhunt predict``)."""

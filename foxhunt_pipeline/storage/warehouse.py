@@ -1,0 +1,158 @@
+"""The parquet warehouse and its DuckDB catalogue.
+
+Every write goes to a temporary file in the target's directory and is renamed into
+place, so a failed or killed run leaves the previous version readable. DuckDB
+connections are opened and closed per call, so a user can query the file between
+runs, and each result is fully fetched before the next statement (duckdb 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from foxhunt_pipeline.contracts.tables import (
+    PART_TABLES,
+    RAW_BARS,
+    RAW_BARS_POLARS_SCHEMA,
+    VIEW_TABLES,
+)
+from models.atomic import atomic_write
+
+
+def write_parquet_atomic(
+    data: pl.DataFrame | pa.Table, path: Path | str, *, compression: str = "zstd"
+) -> Path:
+    """Write one parquet file atomically (timestamps stay ``timestamp[ns, tz=UTC]``)."""
+    table = plain_strings(data)
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression=compression))
+
+
+def plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:
+    """Arrow for parquet: polars hands out string_view / large_string; plain string reads
+    everywhere."""
+    if not isinstance(data, pl.DataFrame):
+        return data
+    table = data.to_arrow()
+    return table.cast(pa.schema([
+        pa.field(f.name, pa.string(), f.nullable)
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        or pa.types.is_string_view(f.type) else f
+        for f in table.schema
+    ]))
+
+
+def partition_dir_name(partition_key: str) -> str:
+    """Hive directory name for a partition key: every unsafe byte percent-encoded."""
+    return f"source_file={quote(partition_key, safe='')}"
+
+
+def raw_bars_partition_path(warehouse: Path | str, partition_key: str) -> Path:
+    if not partition_key:
+        raise ValueError("empty partition key")
+    return Path(warehouse) / RAW_BARS / partition_dir_name(partition_key) / "data.parquet"
+
+
+def table_path(warehouse: Path | str, table: str) -> Path:
+    """Single-file tables (continuous_bars, features): ``warehouse/<table>/data.parquet``."""
+    return Path(warehouse) / table / "data.parquet"
+
+
+def _raw_bars_files(warehouse: Path | str) -> list[Path]:
+    root = Path(warehouse) / RAW_BARS
+    return sorted(root.glob("source_file=*/data.parquet")) if root.is_dir() else []
+
+
+def _raw_bars_glob(warehouse: Path | str) -> str:
+    return str(Path(warehouse) / RAW_BARS / "source_file=*" / "data.parquet")
+
+
+def scan_raw_bars(warehouse: Path | str) -> pl.LazyFrame:
+    """All raw_bars partitions as one LazyFrame; empty (with the contract schema) if none.
+
+    ``source_file`` is a column inside each file, so hive parsing of the path is not
+    needed (and cannot disagree with it).
+    """
+
+    files = _raw_bars_files(warehouse)
+    if not files:
+        return pl.LazyFrame(schema=RAW_BARS_POLARS_SCHEMA)
+    return pl.scan_parquet(files, hive_partitioning=False)
+
+
+def _sql_str(value: str | Path) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def refresh_duckdb_views(
+    duckdb_path: Path | str, warehouse: Path | str, rolls: pl.DataFrame | None = None
+) -> list[str]:
+    """(Re)create a view per existing warehouse table and replace ``rolls`` when given.
+
+    Returns the names of the views that now exist. A table whose parquet is missing
+    gets no view (and a stale view of it is dropped), so a query never hits a
+    missing-file error.
+    """
+    sources: dict[str, str] = {}
+    if _raw_bars_files(warehouse):
+        sources[RAW_BARS] = _raw_bars_glob(warehouse)
+    for t in VIEW_TABLES[1:]:
+        if table_path(warehouse, t).is_file():
+            sources[t] = str(table_path(warehouse, t))
+    return write_duckdb_views(duckdb_path, sources, rolls)
+
+
+def write_duckdb_views(
+    duckdb_path: Path | str, sources: dict[str, str], rolls: pl.DataFrame | None = None,
+    filesystem: Any = None,
+) -> list[str]:
+    """Point each view of ``VIEW_TABLES`` at its parquet glob in ``sources`` (dropping the
+    others); ``filesystem`` (fsspec) is registered first for URLs DuckDB cannot open itself."""
+    duckdb_path = Path(duckdb_path)
+    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(duckdb_path))
+    try:
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
+        for t in (*VIEW_TABLES, *(t for t in PART_TABLES if t in sources)):
+            if t in sources:
+                con.execute(
+                    f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM read_parquet("
+                    f"{_sql_str(sources[t])}, hive_partitioning=false, union_by_name=true)"
+                ).fetchall()
+            else:
+                con.execute(f"DROP VIEW IF EXISTS {t}").fetchall()
+        if rolls is not None:
+            arrow_rolls = rolls.to_arrow()
+            con.register("rolls_in", arrow_rolls)
+            con.execute("CREATE OR REPLACE TABLE rolls AS SELECT * FROM rolls_in").fetchall()
+            con.unregister("rolls_in")
+    finally:
+        con.close()
+    return sorted(sources)
+
+
+def append_duckdb_table(duckdb_path: Path | str, table: str, df: pl.DataFrame) -> int:
+    """Append rows to ``table``, creating it from ``df``'s schema first; returns its row count."""
+    if not table.isidentifier():
+        raise ValueError(f"invalid DuckDB table name {table!r}")
+    duckdb_path = Path(duckdb_path)
+    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(duckdb_path))
+    try:
+        con.register("append_in", df.to_arrow())
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM append_in LIMIT 0"
+        ).fetchall()
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM append_in").fetchall()
+        con.unregister("append_in")
+        (count,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()  # type: ignore[misc]
+    finally:
+        con.close()
+    return int(count)

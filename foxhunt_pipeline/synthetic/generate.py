@@ -1,0 +1,205 @@
+"""Synthetic CME futures bars, landed as Databento GLBX.MDP3 batch files.
+
+Why: every layer needs realistic input without a Databento key, and the models
+need data with a known, weak edge (and a control without one) so a test can
+tell learning from overfitting.
+
+Layout, as a Databento batch download split by day: one file per UTC day,
+``glbx-mdp3-YYYYMMDD.ohlcv-1m.dbn.zst`` (or ``.ohlcv-1s.``), DBN v3, dataset
+GLBX.MDP3, ``stype_in=parent`` with symbols ``ES.FUT``..., ``stype_out=
+instrument_id``, metadata start/end = the UTC day, and ``mappings`` keyed by
+child raw symbol (``ESH4``, ``ESM4``, ``ESH4-ESM4``) -> instrument_id for that
+day. Records are sorted by (ts_event, instrument_id); a UTC day without bars
+(Saturday) gets no file.
+
+The package is split by concept, and every public name stays importable from here:
+
+* :mod:`.market`: the simulated market (price, volatility, the one predictable
+  component, contracts, spreads, volume, OHLC) and its constants.
+* :mod:`.session`: Globex hours, holidays and early closes, seasonality.
+* :mod:`.contracts`: instrument ids, last-trade instants, roll dates.
+* :mod:`.large`: one large file for ingest benchmarks.
+* :mod:`.dbn_writer`: the byte-exact DBN writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+
+# Every name this module defined or imported before the split stays importable from here;
+# the ``X as X`` ones are helpers callers may have reached through it, not its own API.
+from foxhunt_pipeline.instruments.specs import ROOTS as ROOTS
+from foxhunt_pipeline.instruments.specs import RootSpec as RootSpec
+from foxhunt_pipeline.instruments.specs import contract_symbol as contract_symbol
+from foxhunt_pipeline.instruments.specs import expiry_date as expiry_date
+from foxhunt_pipeline.instruments.specs import listed_contracts as listed_contracts
+from foxhunt_pipeline.instruments.specs import spec as spec
+from foxhunt_pipeline.instruments.specs import spread_symbol as spread_symbol
+from foxhunt_pipeline.synthetic.contracts import (
+    LAST_TRADE_CT,
+    instrument_id_for,
+    last_trade_ns,
+    roll_centre_ns,
+)
+from foxhunt_pipeline.synthetic.dbn_writer import (
+    FIXED_PRICE_SCALE,
+    OHLCV_DTYPE,
+    STEP_SECONDS,
+    LandedFileConflict,
+    Mapping,
+    generate_file,
+    ohlcv_records,
+    sort_records,
+)
+from foxhunt_pipeline.synthetic.large import LARGE_FILE_ROOTS, generate_large_file
+from foxhunt_pipeline.synthetic.market import (
+    AR1_RHO,
+    AVG_TRADE_SIZE,
+    BASIS_MOVES_PER_SESSION,
+    CARRY_BY_CLASS,
+    GAP_VAR_PER_CLOSED_DAY,
+    GENERATED_SCHEMAS,
+    MIN_CONTRACT_SHARE,
+    RANGE_EXTENSION,
+    ROLL_WIDTH_DAYS,
+    SPREAD_ROLL_SHARE,
+    SPREAD_ROLL_WIDTH_DAYS,
+    SPREAD_SHARE,
+    T_DOF,
+    VOL_FAST_HALF_LIFE_S,
+    VOL_FAST_SD,
+    VOL_SLOW_HALF_LIFE_S,
+    VOL_SLOW_SD,
+    WEEKEND_CLOSED_HOURS,
+    RootSimulator,
+    SimParams,
+    check_args,
+)
+from foxhunt_pipeline.synthetic.session import CHICAGO as CHICAGO
+from foxhunt_pipeline.synthetic.session import (
+    DAY_S,
+    NS,
+    open_for,
+    session_bar_starts,
+    utc_day_start_ns,
+)
+from foxhunt_pipeline.synthetic.session import OPEN_S as OPEN_S
+from foxhunt_pipeline.synthetic.session import bars_per_session as bars_per_session
+from foxhunt_pipeline.synthetic.session import chicago_clock as chicago_clock
+from foxhunt_pipeline.synthetic.session import seasonality as seasonality
+
+__all__ = [
+    "AR1_RHO",
+    "AVG_TRADE_SIZE",
+    "BASIS_MOVES_PER_SESSION",
+    "CARRY_BY_CLASS",
+    "FIXED_PRICE_SCALE",
+    "GAP_VAR_PER_CLOSED_DAY",
+    "GENERATED_SCHEMAS",
+    "LARGE_FILE_ROOTS",
+    "LAST_TRADE_CT",
+    "LandedFileConflict",
+    "MIN_CONTRACT_SHARE",
+    "Mapping",
+    "NS",
+    "OHLCV_DTYPE",
+    "RANGE_EXTENSION",
+    "ROLL_WIDTH_DAYS",
+    "SPREAD_ROLL_SHARE",
+    "SPREAD_ROLL_WIDTH_DAYS",
+    "SPREAD_SHARE",
+    "STEP_SECONDS",
+    "T_DOF",
+    "VOL_FAST_HALF_LIFE_S",
+    "VOL_FAST_SD",
+    "VOL_SLOW_HALF_LIFE_S",
+    "VOL_SLOW_SD",
+    "WEEKEND_CLOSED_HOURS",
+    "dbn_file_name",
+    "generate",
+    "generate_file",
+    "generate_large_file",
+    "instrument_id_for",
+    "iter_days",
+    "last_trade_ns",
+    "ohlcv_records",
+    "open_for",
+    "roll_centre_ns",
+    "session_bar_starts",
+    "sort_records",
+    "utc_day_start_ns",
+]
+
+
+def dbn_file_name(day: date, schema: str) -> str:
+    return f"glbx-mdp3-{day:%Y%m%d}.{schema}.dbn.zst"
+
+
+def iter_days(
+    days: int,
+    roots: Sequence[str] = ("ES", "ZN"),
+    schema: str = "ohlcv-1m",
+    start: date = date(2024, 1, 2),
+    seed: int = 7,
+    random_walk: bool = False,
+) -> Iterator[tuple[date, np.ndarray, list[Mapping]]]:
+    """(UTC day, sorted records, mappings) for each day, without writing anything."""
+    check_args(roots, schema)
+    step = STEP_SECONDS[schema]
+    params = SimParams(step_s=step, rho=0.0 if random_walk else AR1_RHO, start=start)
+    sims = [RootSimulator(r, seed, params) for r in roots]
+    for i in range(days):
+        day = start + timedelta(days=i)
+        ts = session_bar_starts(day, step)
+        parts, maps = [], []
+        for sim in sims:
+            recs, m = sim.simulate_day(day, open_for(sim.root, ts))
+            parts.append(recs)
+            maps.extend(m)
+        recs = sort_records(np.concatenate(parts)) if parts else np.empty(0, dtype=OHLCV_DTYPE)
+        yield day, recs, maps
+
+
+def generate(
+    out_dir: Path,
+    days: int,
+    roots: Sequence[str] = ("ES", "ZN"),
+    schema: str = "ohlcv-1m",
+    start: date = date(2024, 1, 2),
+    seed: int = 7,
+    random_walk: bool = False,
+    progress: bool = False,
+) -> list[Path]:
+    """Land ``days`` UTC days of synthetic bars from ``start`` under ``out_dir``; returns the
+    files written (or already present with identical bytes). Days without bars get no file.
+    Raises :class:`LandedFileConflict` rather than overwrite a different existing file."""
+    if days < 0:
+        raise ValueError(f"days must be >= 0, got {days}")
+    out_dir = Path(out_dir)
+    symbols = [f"{r}.FUT" for r in roots]
+    it = iter_days(days, roots, schema, start, seed, random_walk)
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(it, total=days, desc="generate", unit="day")
+    written: list[Path] = []
+    for day, recs, maps in it:
+        if recs.size == 0:
+            continue
+        t0 = utc_day_start_ns(day)
+        written.append(
+            generate_file(
+                out_dir / dbn_file_name(day, schema),
+                recs,
+                schema=schema,
+                start=t0,
+                end=t0 + DAY_S * NS,
+                symbols=symbols,
+                mappings=maps,
+            )
+        )
+    return written

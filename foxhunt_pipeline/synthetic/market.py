@@ -1,0 +1,332 @@
+"""The synthetic market: one root's latent price, volatility, contracts, spreads and
+volume, simulated bar by bar for the Globex minutes (or seconds) that trade.
+
+The market, per root (all randomness from ``SeedSequence([seed, root_id,
+bar_seconds, day])``, state carried day to day, so a longer run from the same
+start reproduces a shorter one file for file):
+
+* Session: Globex hours (:mod:`.synthetic_session`), bars only while open; full
+  holidays and early closes follow the root's CME calendar. A bar is emitted only if
+  it has trades, so quiet bars (overnight, deferred months, spreads) are omitted.
+* Price: a latent "spot" S in ticks. Each bar moves it by an integer number of
+  ticks k_t, drawn so that E[k_t**2] = x_t**2 and sign(k_t) = sign(x_t), with
+  x_t = sigma_t * u_t (sigma_t in ticks).
+  - sigma_t = daily_vol * S / sqrt(bars per session) * season(t) * exp(h_t),
+    h_t the sum of two Gaussian AR(1) log-vol factors (half-lives of one
+    session and 30 minutes): volatility clustering. The first bar after the
+    daily halt or the weekend carries an extra gap variance.
+  - z_t: Student-t with 4 degrees of freedom scaled to unit variance (fat
+    tails).
+* THE PREDICTABLE COMPONENT (the only one): u_t = rho * u_{t-1} +
+  sqrt(1 - rho**2) * z_t with rho = :data:`AR1_RHO` = 0.1, at the bar size of
+  the schema. So consecutive one-bar close-to-close returns of an outright
+  have a lag-1 autocorrelation of about +0.05 to +0.1 (short-horizon
+  momentum; lowest for contracts whose sigma is under a tick, e.g. ZN at 1 s),
+  and two consecutive non-zero moves share their sign 57-64% of the time
+  instead of 50%. Nothing else about the sign of future returns is knowable.
+  ``random_walk=True`` sets rho = 0: every bar's sign is then i.i.d.
+  symmetric and independent of all past prices, volumes and volatility, which
+  keep exactly the same process (same seed: same sigma_t and |z_t|).
+  Volatility and volume stay forecastable in magnitude, as in real markets.
+* Contracts: quarterly outrights. At any instant the first two unexpired
+  contracts trade (expiry = last trade at 08:30 CT for equity index, 12:01 CT
+  for treasuries). Contract c prices at S + O_c, O_c a per-contract offset
+  that starts at the cost of carry to its expiry and moves +-1 tick a few times
+  a session (symmetric, so still a martingale). Volume migrates to the next
+  contract along a logistic centred on the roll date (8 calendar days before
+  expiry for equity index; 3 business days before the end of the month before
+  delivery for treasuries and metals; 3 business days before expiry for
+  energy), each side keeping at least 1.5%.
+* Calendar spreads ``FRONT-NEXT`` trade as their own instruments at O_front -
+  O_next (negative for ES: contango), volume 0.2% of the root's, peaking
+  around the roll.
+* Volume: a session's ``daily_volume`` spread by a U-shaped intraday profile,
+  scaled by the volatility state and |z_t|; trades ~ Poisson(volume / 4),
+  bar volume = trades + Poisson(3 * trades).
+* OHLC: open = the contract's price at the bar start, close at the end,
+  high/low extend max/min(open, close) by exponential tick counts; a
+  one-trade bar has open = high = low = close. All prices are integer ticks
+  times the root's tick size, in DBN 1e-9 fixed point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+import numpy as np
+from scipy.signal import lfilter
+
+from foxhunt_pipeline.instruments.specs import (
+    RootSpec,
+    contract_symbol,
+    expiry_date,
+    listed_contracts,
+    spec,
+    spread_symbol,
+)
+from foxhunt_pipeline.synthetic.contracts import instrument_id_for, last_trade_ns, roll_centre_ns
+from foxhunt_pipeline.synthetic.dbn_writer import (
+    FIXED_PRICE_SCALE,
+    OHLCV_DTYPE,
+    STEP_SECONDS,
+    Mapping,
+    ohlcv_records,
+)
+from foxhunt_pipeline.synthetic.session import (
+    DAY_S,
+    NS,
+    OPEN_S,
+    bars_per_session,
+    chicago_clock,
+    seasonality,
+)
+
+GENERATED_SCHEMAS = ("ohlcv-1m", "ohlcv-1s")
+AR1_RHO = 0.1  # the documented predictable component: AR(1) of latent 1-bar returns
+T_DOF = 4.0
+VOL_SLOW_SD, VOL_SLOW_HALF_LIFE_S = 0.35, 23 * 3600
+VOL_FAST_SD, VOL_FAST_HALF_LIFE_S = 0.30, 1800
+GAP_VAR_PER_CLOSED_DAY = 0.10  # in units of a session's variance
+WEEKEND_CLOSED_HOURS = 49
+BASIS_MOVES_PER_SESSION = 6.0
+ROLL_WIDTH_DAYS = 1.2
+MIN_CONTRACT_SHARE = 0.015
+SPREAD_SHARE, SPREAD_ROLL_SHARE, SPREAD_ROLL_WIDTH_DAYS = 0.002, 0.03, 2.5
+AVG_TRADE_SIZE = 4.0
+RANGE_EXTENSION = 0.35  # mean high/low extension, in units of the bar's sigma
+CARRY_BY_CLASS = {"equity_index": 0.036, "rates": -0.015, "energy": -0.05, "metals": 0.05}
+_DAY_NS = DAY_S * NS
+_T_SCALE = math.sqrt((T_DOF - 2.0) / T_DOF)  # Student-t -> unit variance
+_MEAN_ABS_Z = 1.0 * _T_SCALE  # E|T_4| = 1
+
+
+def _ar1(innov: np.ndarray, phi: float, gain: float, prev: float) -> np.ndarray:
+    """y_t = phi * y_{t-1} + gain * innov_t, starting from y_{-1} = prev."""
+    if innov.size == 0:
+        return innov.astype(np.float64)
+    y, _ = lfilter([gain], [1.0, -phi], innov, zi=[phi * prev])
+    return y
+
+
+def tick_moves(x: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """Integer ticks with the sign of x and E[k**2] = x**2 (variance-preserving rounding,
+    so a sub-tick sigma still moves the price, just rarely)."""
+    a = np.abs(x)
+    lo = np.floor(a)
+    q = (a * a - lo * lo) / (2.0 * lo + 1.0)
+    return (np.sign(x) * (lo + (uniform < q))).astype(np.int64)
+
+
+@dataclass
+class _RootState:
+    spot: int  # latent price, ticks
+    u: float = 0.0
+    h_slow: float = 0.0
+    h_fast: float = 0.0
+    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SimParams:
+    step_s: int
+    rho: float
+    start: date
+
+
+class RootSimulator:
+    """One root's market, simulated a UTC day at a time with its state carried over."""
+
+    def __init__(self, root: str, seed: int, params: SimParams) -> None:
+        self.spec: RootSpec = spec(root)
+        self.root = root
+        self.seed = seed
+        self.p = params
+        self.tick_fixed = round(self.spec.tick_size * FIXED_PRICE_SCALE)
+        if abs(self.tick_fixed - self.spec.tick_size * FIXED_PRICE_SCALE) > 1e-6:
+            raise ValueError(
+                f"{root}: tick size {self.spec.tick_size} is not exact in 1e-9 fixed point"
+            )
+        self.state = _RootState(spot=round(self.spec.price_level / self.spec.tick_size))
+        self.n_session = bars_per_session(params.step_s)
+        self.phi_slow = 0.5 ** (params.step_s / VOL_SLOW_HALF_LIFE_S)
+        self.phi_fast = 0.5 ** (params.step_s / VOL_FAST_HALF_LIFE_S)
+
+    def _offset(self, ym: tuple[int, int]) -> int:
+        if ym not in self.state.offsets:
+            carry = CARRY_BY_CLASS.get(self.spec.asset_class, 0.0)
+            days = (expiry_date(self.root, *ym) - self.p.start).days
+            self.state.offsets[ym] = round(
+                self.spec.price_level * carry * days / 365 / self.spec.tick_size
+            )
+        return self.state.offsets[ym]
+
+    def simulate_day(self, day: date, ts: np.ndarray) -> tuple[np.ndarray, list[Mapping]]:
+        n = ts.size
+        if n == 0:
+            return np.empty(0, dtype=OHLCV_DTYPE), []
+        sp, st, step = self.spec, self.state, self.p.step_s
+        rng = np.random.default_rng(
+            np.random.SeedSequence([self.seed, sp.root_id, step, day.toordinal()])
+        )
+        wd, sod = chicago_clock(ts)
+        vol_season, volume_share = seasonality(sod, sp.asset_class, step)
+
+        # volatility state and the return innovations
+        eta = rng.standard_normal((2, n))
+        h_slow = _ar1(
+            eta[0], self.phi_slow, VOL_SLOW_SD * math.sqrt(1 - self.phi_slow**2), st.h_slow
+        )
+        h_fast = _ar1(
+            eta[1], self.phi_fast, VOL_FAST_SD * math.sqrt(1 - self.phi_fast**2), st.h_fast
+        )
+        h = h_slow + h_fast
+        h_var = VOL_SLOW_SD**2 + VOL_FAST_SD**2
+        z = rng.standard_t(T_DOF, n) * _T_SCALE
+        u = _ar1(z, self.p.rho, math.sqrt(1 - self.p.rho**2), st.u)
+
+        session_sd = sp.daily_vol * st.spot  # ticks
+        sigma = session_sd / math.sqrt(self.n_session) * vol_season * np.exp(h - h_var)
+        reopen = sod == OPEN_S
+        closed_h = np.where(wd == 6, WEEKEND_CLOSED_HOURS, 1)
+        gap_var = GAP_VAR_PER_CLOSED_DAY * closed_h / 24.0 * session_sd**2
+        sigma = np.where(reopen, np.sqrt(sigma**2 + gap_var), sigma)
+        moves = tick_moves(sigma * u, rng.random(n))
+        spot_end = st.spot + np.cumsum(moves)
+        spot_start = np.concatenate(([st.spot], spot_end[:-1]))
+        st.spot, st.u, st.h_slow, st.h_fast = (
+            int(spot_end[-1]),
+            float(u[-1]),
+            float(h_slow[-1]),
+            float(h_fast[-1]),
+        )
+
+        activity = np.exp(h - 0.5 * h_var) * (0.5 + 0.5 * np.abs(z) / _MEAN_ABS_Z)
+        lam_total = sp.daily_volume * volume_share * activity
+
+        # contracts: the first two unexpired trade at each instant
+        cands = listed_contracts(
+            self.root, day - timedelta(days=1), day + timedelta(days=2), extra=2
+        )
+        last = np.array([last_trade_ns(self.root, *c) for c in cands], dtype=np.int64)
+        front_idx = np.searchsorted(last, ts, side="right")
+        if front_idx.max() + 1 >= len(cands):
+            raise RuntimeError(f"{self.root}: not enough listed contracts after {day}")
+        used = range(int(front_idx.min()), int(front_idx.max()) + 2)
+        p_move = BASIS_MOVES_PER_SESSION / self.n_session
+        offset_end: dict[int, np.ndarray] = {}
+        offset_start: dict[int, np.ndarray] = {}
+        for i in used:
+            jump = (rng.random(n) < p_move) * rng.choice(np.array([-1, 1]), n)
+            o0 = self._offset(cands[i])
+            path = o0 + np.cumsum(jump)
+            offset_end[i], offset_start[i] = path, np.concatenate(([o0], path[:-1]))
+            st.offsets[cands[i]] = int(path[-1])
+
+        chunks: list[np.ndarray] = []
+        mappings: list[Mapping] = []
+        next_day = day + timedelta(days=1)
+        seen: set[int] = set()
+
+        def add(
+            symbol: str,
+            iid: int,
+            sel: np.ndarray,
+            o: np.ndarray,
+            c: np.ndarray,
+            lam: np.ndarray,
+            ext: np.ndarray | float,
+        ) -> None:
+            if iid not in seen:
+                seen.add(iid)
+                mappings.append(Mapping(symbol, iid, day, next_day))
+            chunks.append(self._bars(rng, iid, ts[sel], o, c, lam, ext))
+
+        for i in np.unique(front_idx):
+            sel = front_idx == i
+            (fy, fm), (ny, nm) = cands[i], cands[i + 1]
+            t_days = (ts[sel] - roll_centre_ns(self.root, fy, fm)) / _DAY_NS
+            s_next = MIN_CONTRACT_SHARE + (1 - 2 * MIN_CONTRACT_SHARE) / (
+                1 + np.exp(-t_days / ROLL_WIDTH_DAYS)
+            )
+            lam = lam_total[sel]
+            ext = RANGE_EXTENSION * sigma[sel]
+            front_sym, next_sym = (
+                contract_symbol(self.root, fy, fm),
+                contract_symbol(self.root, ny, nm),
+            )
+            for j, sym, share in ((i, front_sym, 1 - s_next), (i + 1, next_sym, s_next)):
+                y, m = cands[j]
+                add(
+                    sym,
+                    instrument_id_for(self.root, y, m),
+                    sel,
+                    spot_start[sel] + offset_start[j][sel],
+                    spot_end[sel] + offset_end[j][sel],
+                    lam * share,
+                    ext,
+                )
+            spread_share = SPREAD_SHARE + SPREAD_ROLL_SHARE * np.exp(
+                -0.5 * (t_days / SPREAD_ROLL_WIDTH_DAYS) ** 2
+            )
+            add(
+                spread_symbol(front_sym, next_sym),
+                instrument_id_for(self.root, fy, fm, spread=True),
+                sel,
+                offset_start[i][sel] - offset_start[i + 1][sel],
+                offset_end[i][sel] - offset_end[i + 1][sel],
+                lam * spread_share,
+                0.25,
+            )
+        return np.concatenate(chunks), mappings
+
+    def _bars(
+        self,
+        rng: np.random.Generator,
+        iid: int,
+        ts: np.ndarray,
+        o: np.ndarray,
+        c: np.ndarray,
+        lam: np.ndarray,
+        ext: np.ndarray | float,
+    ) -> np.ndarray:
+        trades = rng.poisson(lam / AVG_TRADE_SIZE)
+        volume = trades + rng.poisson(trades * (AVG_TRADE_SIZE - 1.0))
+        ext = np.broadcast_to(ext, ts.shape)
+        up = np.floor(rng.exponential(1.0, ts.size) * ext).astype(np.int64)
+        dn = np.floor(rng.exponential(1.0, ts.size) * ext).astype(np.int64)
+        keep = trades > 0
+        single = trades[keep] == 1
+        o, c, up, dn = o[keep], c[keep], up[keep], dn[keep]
+        o = np.where(single, c, o)
+        high = np.where(single, c, np.maximum(o, c) + up)
+        low = np.where(single, c, np.minimum(o, c) - dn)
+        f = self.tick_fixed
+        return ohlcv_records(
+            iid,
+            ts[keep],
+            o * f,
+            high * f,
+            low * f,
+            c * f,
+            volume[keep],
+            schema=_schema_for_step(self.p.step_s),
+        )
+
+
+def _schema_for_step(step_s: int) -> str:
+    return next(s for s, v in STEP_SECONDS.items() if v == step_s)
+
+
+def check_args(roots: Sequence[str], schema: str) -> None:
+    """Refuse a schema or root the generator cannot make before any file is written."""
+    if schema not in GENERATED_SCHEMAS:
+        raise ValueError(
+            f"schema {schema!r} is not generated; use one of {', '.join(GENERATED_SCHEMAS)}"
+        )
+    if not roots:
+        raise ValueError("no roots given")
+    for r in roots:
+        spec(r)  # raises KeyError naming an unknown root

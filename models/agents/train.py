@@ -1,0 +1,420 @@
+"""DQN and PPO trading agents on ``TradingEnv``, trained with stable-baselines3.
+
+SB3 provides the algorithms; this module adds the window features extractor, configs that
+mirror the Dagster run config, a validation callback and a pickle-free export.
+
+Why a custom callback instead of SB3's ``EvalCallback``: that one replays episodes step by
+step through the env; ours scores the whole validation split in batched forwards with
+``evaluate_positions``, the same function and costs the evaluation layer uses for every model.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3 import DQN, PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from torch import nn
+
+from models.agents.policy import (
+    ACTIVATIONS,
+    PolicyNet,
+    WindowEncoder,
+    activation_name,
+    atomic_write,
+    load_policy,
+    save_policy_net,
+)
+from models.agents.trading_env import (
+    EnvConfig,
+    MarketData,
+    TradingEnv,
+    evaluate_positions,
+    prepare_market_data,
+    summarize_backtest,
+)
+from models.windows import TrainingData
+
+__all__ = [
+    "AgentResult",
+    "DQNConfig",
+    "PPOConfig",
+    "PolicyNet",
+    "ValidationCallback",
+    "WindowFeaturesExtractor",
+    "load_policy",
+    "make_dqn",
+    "make_ppo",
+    "policy_net_from_model",
+    "save_policy",
+    "train_dqn",
+    "train_ppo",
+]
+
+SB3_FILE = "model.zip"
+EvalHook = Callable[[dict[str, Any]], None]
+
+
+class WindowFeaturesExtractor(BaseFeaturesExtractor):
+    """SB3 adapter around ``WindowEncoder``; ``observation_meta`` travels into the export."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        encoder: dict[str, Any],
+        observation_meta: dict[str, Any] | None = None,
+    ):
+        enc = WindowEncoder(**encoder)
+        if observation_space.shape != (enc.obs_dim,):
+            raise ValueError(
+                f"observation space {observation_space.shape} does not match encoder "
+                f"(lookback {enc.lookback} x {enc.n_channels} channels + position)"
+            )
+        super().__init__(observation_space, enc.features_dim)
+        self.encoder = enc
+        self.observation_meta = dict(observation_meta or {})
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.encoder(observations)
+
+
+@dataclass
+class _AgentConfig:
+    """Fields shared by both agents (Dagster Config classes mirror these names)."""
+
+    total_timesteps: int = 200_000
+    learning_rate: float = 3e-4
+    # rewards are immediate; the future matters only through later position-change costs
+    gamma: float = 0.9
+    net_arch: list[int] = field(default_factory=lambda: [64, 64])
+    encoder: str = "mlp"  # "mlp" or "conv"
+    encoder_hidden: int = 64
+    conv_channels: int = 32
+    activation: str = "relu"
+    seed: int = 0
+    device: str = "auto"
+    eval_freq: int = 10_000  # env steps between validation backtests (0: only at the end)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    # how the n_envs copies step: "dummy" (in this process, best on few cores) or "subproc"
+    # (one process each, SB3's SubprocVecEnv: rollouts collected in parallel on a big box)
+    vec_env: str = "dummy"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+        kw = dict(d)
+        if isinstance(kw.get("env"), dict):
+            kw["env"] = EnvConfig(**kw["env"])
+        return cls(**kw)
+
+    def encoder_config(self, market: MarketData) -> dict[str, Any]:
+        return {
+            "lookback": market.lookback,
+            "n_channels": market.n_channels,
+            "kind": self.encoder,
+            "hidden": self.encoder_hidden,
+            "conv_channels": self.conv_channels,
+        }
+
+
+@dataclass
+class DQNConfig(_AgentConfig):
+    learning_rate: float = 1e-4
+    n_envs: int = 1  # SB3 DQN steps every copy per train_freq step, filling one buffer
+    buffer_size: int = 100_000
+    learning_starts: int = 1_000
+    batch_size: int = 64
+    train_freq: int = 4
+    gradient_steps: int = 1
+    target_update_interval: int = 2_000
+    exploration_fraction: float = 0.2
+    exploration_final_eps: float = 0.02
+
+    @classmethod
+    def demo(cls) -> DQNConfig:
+        """Small enough for ``foxhunt demo`` on a laptop CPU (tens of seconds)."""
+        return cls(total_timesteps=20_000, learning_rate=5e-4, gamma=0.5, learning_starts=500,
+                   target_update_interval=500, buffer_size=20_000, eval_freq=5_000,
+                   net_arch=[64], encoder_hidden=64)
+
+
+@dataclass
+class PPOConfig(_AgentConfig):
+    activation: str = "tanh"
+    n_envs: int = 4
+    n_steps: int = 512  # per env, per rollout
+    batch_size: int = 256
+    n_epochs: int = 5
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+
+    @classmethod
+    def demo(cls) -> PPOConfig:
+        return cls(total_timesteps=20_000, learning_rate=1e-3, gamma=0.5, ent_coef=0.0, n_envs=2,
+                   n_steps=512, eval_freq=5_000, net_arch=[64], encoder_hidden=64)
+
+
+@dataclass
+class AgentResult:
+    algo: str  # "dqn" or "ppo"
+    model: BaseAlgorithm
+    curve: list[dict[str, Any]]  # one entry per validation backtest
+    train_seconds: float
+    final_val_mean_reward: float  # mean net log return per bar on validation, last backtest
+    final_validation: dict[str, float]
+    config: _AgentConfig
+
+
+class ValidationCallback(BaseCallback):
+    """Every ``eval_freq`` env steps (and at the end) backtest the greedy policy on a split."""
+
+    def __init__(self, market: MarketData, eval_freq: int, on_eval: EvalHook | None = None):
+        super().__init__(verbose=0)
+        self.market = market
+        self.eval_freq = int(eval_freq)
+        self.on_eval = on_eval
+        self.curve: list[dict[str, Any]] = []
+        self._next = self.eval_freq if self.eval_freq > 0 else None
+        self._t0 = time.perf_counter()
+
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        if self._next is not None and self.num_timesteps >= self._next:
+            self._evaluate()
+            while self._next <= self.num_timesteps:
+                self._next += self.eval_freq
+        return True
+
+    def _on_training_end(self) -> None:
+        if not self.curve or self.curve[-1]["timesteps"] != self.num_timesteps:
+            self._evaluate()
+
+    def _evaluate(self) -> None:
+        bt = evaluate_positions(self.model, self.market)
+        point: dict[str, Any] = {
+            "timesteps": int(self.num_timesteps),
+            "wall_seconds": time.perf_counter() - self._t0,
+            **summarize_backtest(bt),
+        }
+        episodes = getattr(self.model, "ep_info_buffer", None)
+        if episodes:
+            point["train_episode_reward_mean"] = float(np.mean([e["r"] for e in episodes]))
+        self.curve.append(point)
+        if self.on_eval is not None:
+            self.on_eval(dict(point))
+
+
+VEC_ENVS = ("dummy", "subproc")
+
+
+def _make_vec_env(market: MarketData, n_envs: int, kind: str = "dummy") -> VecEnv:
+    """``n_envs`` copies of the train env. In-process copies share one MarketData; each
+    subprocess gets its own (pickled once at start), which pays off only with idle cores."""
+    if kind not in VEC_ENVS:
+        raise ValueError(f"vec_env must be one of {VEC_ENVS}, got {kind!r}")
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    fns = [lambda: Monitor(TradingEnv(market, mode="train")) for _ in range(n_envs)]
+    return DummyVecEnv(fns) if kind == "dummy" else SubprocVecEnv(fns)
+
+
+def _observation_meta(data: TrainingData, market: MarketData) -> dict[str, Any]:
+    env = market.config.to_dict()
+    env["lookback"] = market.lookback
+    return {
+        "env": env,
+        "channel_names": market.channel_names,
+        "reward_scale": market.reward_scale,
+        "feature_hash": data.meta.get("feature_hash"),
+    }
+
+
+def _prepare(data: TrainingData, config: _AgentConfig) -> tuple[MarketData, dict[str, Any]]:
+    if config.activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {config.activation!r}")
+    train = prepare_market_data(data, "train", config.env)
+    policy_kwargs = {
+        "features_extractor_class": WindowFeaturesExtractor,
+        "features_extractor_kwargs": {
+            "encoder": config.encoder_config(train),
+            "observation_meta": _observation_meta(data, train),
+        },
+        "activation_fn": ACTIVATIONS[config.activation],
+    }
+    return train, policy_kwargs
+
+
+def _learn(
+    algo: str,
+    model: BaseAlgorithm,
+    config: _AgentConfig,
+    val: MarketData,
+    on_eval: EvalHook | None,
+) -> AgentResult:
+    callback = ValidationCallback(val, config.eval_freq, on_eval)
+    t0 = time.perf_counter()
+    try:
+        model.learn(total_timesteps=config.total_timesteps, callback=callback, progress_bar=False)
+    finally:
+        if isinstance(model.get_env(), SubprocVecEnv):
+            model.get_env().close()  # the policy no longer needs its rollout workers
+    seconds = time.perf_counter() - t0
+    final = {k: v for k, v in callback.curve[-1].items() if isinstance(v, float | int)}
+    return AgentResult(
+        algo=algo,
+        model=model,
+        curve=callback.curve,
+        train_seconds=seconds,
+        final_val_mean_reward=float(final["mean_reward"]),
+        final_validation=final,
+        config=config,
+    )
+
+
+def make_dqn(data: TrainingData, config: DQNConfig | None = None) -> DQN:
+    """An untrained SB3 DQN on the train split with the window extractor."""
+    config = config or DQNConfig()
+    train, policy_kwargs = _prepare(data, config)
+    policy_kwargs["net_arch"] = list(config.net_arch)
+    return DQN(
+        "MlpPolicy",
+        _make_vec_env(train, config.n_envs, config.vec_env),
+        learning_rate=config.learning_rate,
+        buffer_size=config.buffer_size,
+        learning_starts=config.learning_starts,
+        batch_size=config.batch_size,
+        gamma=config.gamma,
+        train_freq=config.train_freq,
+        gradient_steps=config.gradient_steps,
+        target_update_interval=config.target_update_interval,
+        exploration_fraction=config.exploration_fraction,
+        exploration_final_eps=config.exploration_final_eps,
+        policy_kwargs=policy_kwargs,
+        seed=config.seed,
+        device=config.device,
+        verbose=0,
+    )
+
+
+def train_dqn(
+    data: TrainingData,
+    config: DQNConfig | None = None,
+    on_eval: EvalHook | None = None,
+    eval_split: str = "validation",
+) -> AgentResult:
+    """Train DQN on the train split; ``on_eval`` receives each validation curve point."""
+    config = config or DQNConfig()
+    model = make_dqn(data, config)
+    return _learn("dqn", model, config, prepare_market_data(data, eval_split, config.env), on_eval)
+
+
+def make_ppo(data: TrainingData, config: PPOConfig | None = None) -> PPO:
+    """An untrained SB3 PPO on ``n_envs`` copies of the train env (see ``vec_env``)."""
+    config = config or PPOConfig()
+    train, policy_kwargs = _prepare(data, config)
+    policy_kwargs["net_arch"] = {"pi": list(config.net_arch), "vf": list(config.net_arch)}
+    return PPO(
+        "MlpPolicy",
+        _make_vec_env(train, config.n_envs, config.vec_env),
+        learning_rate=config.learning_rate,
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range,
+        ent_coef=config.ent_coef,
+        vf_coef=config.vf_coef,
+        max_grad_norm=config.max_grad_norm,
+        policy_kwargs=policy_kwargs,
+        seed=config.seed,
+        device=config.device,
+        verbose=0,
+    )
+
+
+def train_ppo(
+    data: TrainingData,
+    config: PPOConfig | None = None,
+    on_eval: EvalHook | None = None,
+    eval_split: str = "validation",
+) -> AgentResult:
+    """Train PPO; ``on_eval`` receives each validation curve point."""
+    config = config or PPOConfig()
+    model = make_ppo(data, config)
+    return _learn("ppo", model, config, prepare_market_data(data, eval_split, config.env), on_eval)
+
+
+# --- export -----------------------------------------------------------------------------
+
+
+def _policy_parts(model: BaseAlgorithm) -> tuple[str, WindowFeaturesExtractor, list[nn.Linear], type]:
+    policy = model.policy
+    if isinstance(model, DQN):
+        extractor = policy.q_net.features_extractor
+        linears = [m for m in policy.q_net.q_net if isinstance(m, nn.Linear)]
+        algo = "dqn"
+    elif isinstance(model, PPO):
+        extractor = policy.pi_features_extractor
+        linears = [m for m in policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)]
+        linears.append(policy.action_net)
+        algo = "ppo"
+    else:
+        raise TypeError(f"expected an SB3 DQN or PPO model, got {type(model).__name__}")
+    if not isinstance(extractor, WindowFeaturesExtractor):
+        raise TypeError(f"model was not built with WindowFeaturesExtractor ({type(extractor).__name__})")
+    return algo, extractor, linears, policy.activation_fn
+
+
+def policy_net_from_model(model: BaseAlgorithm) -> PolicyNet:
+    """Copy the deterministic policy of an SB3 DQN/PPO model into a plain ``PolicyNet`` (CPU)."""
+    algo, extractor, linears, act = _policy_parts(model)
+    net = PolicyNet(
+        extractor.encoder.config(),
+        [lin.out_features for lin in linears[:-1]],
+        activation_name(act),
+        algo=algo,
+        meta=extractor.observation_meta,
+    )
+    net.encoder.load_state_dict({k: v.detach().cpu() for k, v in extractor.encoder.state_dict().items()})
+    mine = [m for m in net.head if isinstance(m, nn.Linear)]
+    with torch.no_grad():
+        for dst, src in zip(mine, linears, strict=True):
+            dst.weight.copy_(src.weight.detach().cpu())
+            dst.bias.copy_(src.bias.detach().cpu())
+    return net.eval()
+
+
+def save_policy(model: BaseAlgorithm, directory: str | Path) -> dict[str, Path]:
+    """Write ``policy.safetensors`` + ``policy.json`` (loadable by ``load_policy`` without
+    unpickling) and SB3's ``model.zip`` (to resume training), each file atomically."""
+    directory = Path(directory)
+    paths = save_policy_net(policy_net_from_model(model), directory)
+    buf = io.BytesIO()
+    model.save(buf)
+    paths["sb3"] = directory / SB3_FILE
+    atomic_write(paths["sb3"], lambda p: p.write_bytes(buf.getvalue()))
+    return paths

@@ -1,0 +1,94 @@
+"""Measuring a variant against fp32: task metrics, output distance and latency."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.quantization.outputs import Inputs, _first_tensor
+
+
+def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float:
+    """Mean quantile loss of ``pred [B, H, Q]`` against ``target [B, H]``."""
+    q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)
+    err = target.to(pred.device, pred.dtype).unsqueeze(-1) - pred
+    return float(torch.maximum(q * err, (q - 1) * err).mean())
+
+
+def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (-1.0, 0.0, 1.0)) -> np.ndarray:
+    """Greedy action per row (argmax of logits / Q-values) mapped to a position."""
+    return np.asarray(positions, dtype=np.float64)[outputs.argmax(dim=-1).cpu().numpy()]
+
+
+def sharpe_ratio(
+    position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0, periods_per_year: float = 252 * 1380
+) -> float:
+    """Annualised Sharpe of ``position * next return - cost * |position change|``."""
+    position = np.asarray(position, dtype=np.float64)
+    pnl = position * np.asarray(returns, dtype=np.float64)
+    pnl -= cost * np.abs(np.diff(position, prepend=0.0))
+    sd = pnl.std()
+    return 0.0 if sd == 0 else float(pnl.mean() / sd * math.sqrt(periods_per_year))
+
+
+def compare_variant(
+    reference_fn: Callable[..., Any],
+    variant_fn: Callable[..., Any],
+    inputs: Sequence[torch.Tensor],
+    metric_fn: Callable[[Any], float],
+) -> dict[str, float]:
+    """Main metric of both on the same inputs, its relative change, and output distance."""
+    with torch.inference_mode():
+        ref = reference_fn(*inputs)
+        var = variant_fn(*inputs)
+    ref_t, var_t = _first_tensor(ref).float(), _first_tensor(var).float()
+    m_ref, m_var = float(metric_fn(ref)), float(metric_fn(var))
+    scale = float(ref_t.abs().max())
+    diff = (var_t - ref_t).abs()
+    return {
+        "metric_reference": m_ref,
+        "metric_variant": m_var,
+        "metric_rel_change": _rel_change(m_ref, m_var),
+        "max_abs_diff": float(diff.max()),
+        "mean_abs_diff": float(diff.mean()),
+        "rel_output_diff": float(diff.max()) / scale if scale > 0 else float(diff.max()),
+    }
+
+
+def latency_ms(
+    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, warmup: int | None = None, repeats: int = 15
+) -> float:
+    """Median wall time of one call, after warm-up (synchronising CUDA if used)."""
+    warmup = min(3, repeats) if warmup is None else warmup
+    sync = torch.cuda.synchronize if any(x.is_cuda for x in inputs) else (lambda: None)
+    times = []
+    with torch.inference_mode():
+        for i in range(warmup + repeats):
+            sync()
+            t0 = time.perf_counter()
+            fn(*inputs)
+            sync()
+            if i >= warmup:
+                times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def batch_of(example_inputs: Sequence[torch.Tensor], batch: int) -> Inputs:
+    """``example_inputs`` tiled / cut along dim 0 to ``batch`` rows."""
+    out = []
+    for x in example_inputs:
+        reps = -(-batch // x.shape[0])
+        out.append(x.repeat(reps, *([1] * (x.dim() - 1)))[:batch].clone())
+    return tuple(out)
+
+
+def _rel_change(ref: float, new: float) -> float:
+    if ref == 0:
+        return 0.0 if new == 0 else math.copysign(math.inf, new)
+    return (new - ref) / abs(ref)

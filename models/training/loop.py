@@ -1,0 +1,441 @@
+"""One training loop for every forecaster with the shared interface
+(``model.config.quantiles``; ``model(static, observed, known) -> [B, H, Q]``).
+
+AdamW with a warmup + cosine (or one-cycle, or constant) learning rate computed from
+the global step, so resuming needs no scheduler pickle; gradient clipping; early
+stopping on the validation quantile loss; gradient L2 norm logged every epoch. A NaN
+or infinite loss or gradient norm raises ``TrainingDivergedError`` before the
+optimizer step, so the last checkpoint on disk is the last good one. Deterministic
+on CPU for a given seed: batch order comes from ``numpy`` generators seeded by
+``(seed, epoch)``, dropout from torch's generator, which is checkpointed too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from models.quantile import pinball_loss, pinball_loss_numpy
+from models.registry import model_type_of
+from models.training.checkpoint import (
+    checkpoint_file,
+    dataset_signature,
+    load_optimizer_state,
+    read_checkpoint_meta,
+    save_checkpoint,
+)
+from models.windows import TrainingData, WindowDataset
+
+LAST_NAME = "last.safetensors"
+BEST_NAME = "best.safetensors"
+SCHEDULES = ("cosine", "onecycle", "constant")
+
+
+class TrainingDivergedError(RuntimeError):
+    """Loss or gradient norm became NaN/inf; ``last_good_checkpoint`` is left intact."""
+
+    def __init__(self, message: str, *, epoch: int, step: int,
+                 last_good_checkpoint: Path | None):
+        super().__init__(message)
+        self.epoch = epoch
+        self.step = step
+        self.last_good_checkpoint = last_good_checkpoint
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 20
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    schedule: str = "cosine"  # warmup then cosine decay | "onecycle" | "constant"
+    warmup_fraction: float = 0.05
+    min_lr_fraction: float = 0.05
+    grad_clip: float | None = 1.0
+    patience: int | None = 5  # epochs without val improvement before stopping; None = never
+    min_delta: float = 0.0
+    seed: int = 0
+    max_batches_per_epoch: int | None = None
+    max_val_batches: int | None = None
+    eval_batch_size: int = 512
+    num_threads: int | None = None
+    extra_metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, "
+                             f"got {self.schedule!r}")
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"TrainConfig.from_dict: unknown fields {sorted(unknown)}")
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    best_val_loss: float
+    best_epoch: int
+    epochs_run: int
+    history: list[dict[str, float]]
+    best_checkpoint: Path | None
+    last_checkpoint: Path | None
+    training_seconds: float
+    n_parameters: int
+    stopped_early: bool
+
+
+def lr_at(step: int, total_steps: int, config: TrainConfig) -> float:
+    """Learning rate at optimizer step ``step`` (0-based) of ``total_steps``."""
+    if config.schedule == "constant" or total_steps <= 1:
+        return config.lr
+    progress = min(step / (total_steps - 1), 1.0)
+    floor = config.lr * config.min_lr_fraction
+    if config.schedule == "onecycle":  # linear up to lr at 30%, cosine down to floor / 100
+        peak = 0.3
+        if progress < peak:
+            start = config.lr / 25.0
+            return start + (config.lr - start) * progress / peak
+        frac = (progress - peak) / (1 - peak)
+        return floor / 100 + (config.lr - floor / 100) * 0.5 * (1 + math.cos(math.pi * frac))
+    warmup = config.warmup_fraction
+    if progress < warmup:
+        return config.lr * (step + 1) / max(1, round(warmup * total_steps))
+    frac = (progress - warmup) / max(1e-12, 1 - warmup)
+    return floor + (config.lr - floor) * 0.5 * (1 + math.cos(math.pi * frac))
+
+
+def train_forecaster(
+    model: nn.Module,
+    data: TrainingData,
+    config: TrainConfig,
+    *,
+    device: torch.device | str = "cpu",
+    autocast_dtype: torch.dtype | None = None,
+    checkpoint_dir: Path | None = None,
+    resume: bool = False,
+    on_epoch_end: Callable[[dict[str, float]], None] | None = None,
+    progress: bool = False,
+) -> TrainResult:
+    """Train ``model`` on ``data``'s train split, early-stopping on validation quantile
+    loss. With ``checkpoint_dir``, ``last.safetensors`` (weights, optimizer, loop
+    state) is written every epoch and ``best.safetensors`` whenever validation
+    improves; ``resume=True`` continues from ``last.safetensors`` if it exists. The
+    model ends holding the best weights seen."""
+    device = torch.device(device)
+    previous_threads = torch.get_num_threads()
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    try:
+        return _train(model, data, config, device, autocast_dtype,
+                      Path(checkpoint_dir) if checkpoint_dir is not None else None,
+                      resume, on_epoch_end, progress)
+    finally:
+        if config.num_threads:
+            torch.set_num_threads(previous_threads)
+
+
+def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, on_epoch_end,
+           progress) -> TrainResult:
+    train_ds, val_ds = data.window_dataset("train"), data.window_dataset("validation")
+    if len(train_ds) == 0:
+        raise ValueError("training split has no windows")
+    if len(val_ds) == 0:
+        raise ValueError("validation split has no windows (needed for early stopping)")
+    torch.manual_seed(config.seed)
+    model.to(device)
+    quantiles = torch.tensor(model.config.quantiles, dtype=torch.float32, device=device)
+    n_parameters = int(sum(p.numel() for p in model.parameters()))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
+                                  eps=config.eps, weight_decay=config.weight_decay)
+    use_scaler = autocast_dtype == torch.float16 and device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda") if use_scaler else None
+    pin = device.type == "cuda"
+
+    steps_per_epoch = math.ceil(len(train_ds) / config.batch_size)
+    if config.max_batches_per_epoch:
+        steps_per_epoch = min(steps_per_epoch, config.max_batches_per_epoch)
+    total_steps = steps_per_epoch * config.epochs
+
+    model_type = model_type_of(model)
+    base_extra = {**dataset_signature(data), "train_config": config.to_dict(),
+                  **config.extra_metadata}
+    last_path = checkpoint_dir / LAST_NAME if checkpoint_dir else None
+    best_path = checkpoint_dir / BEST_NAME if checkpoint_dir else None
+
+    state = {"epoch": 0, "step": 0, "best_val": math.inf, "best_epoch": 0, "bad_epochs": 0,
+             "history": []}
+    best_state = copy.deepcopy(model.state_dict())
+    if resume and last_path is not None and last_path.is_file():
+        meta = read_checkpoint_meta(last_path)
+        if meta.get("model_type") != model_type or meta.get("config") != model.config.to_dict():
+            raise ValueError(f"{last_path}: saved for {meta.get('model_type')} "
+                             f"{meta.get('config')}, cannot resume a different model")
+        _load_weights(model, last_path)
+        load_optimizer_state(last_path, optimizer)
+        state = meta["loop_state"]
+        torch.set_rng_state(torch.tensor(meta["torch_rng_state"], dtype=torch.uint8))
+        if best_path is not None and best_path.is_file():
+            best_model = copy.deepcopy(model)
+            _load_weights(best_model, best_path)
+            best_state = best_model.state_dict()
+
+    bar = _progress_bar(total_steps, state["step"], progress)
+    started = time.perf_counter()
+    stopped_early = False
+    try:
+        while state["epoch"] < config.epochs:
+            epoch = state["epoch"] + 1
+            model.train()
+            epoch_start = time.perf_counter()
+            losses, norms, n_samples = [], [], 0
+            order = np.random.default_rng([config.seed, epoch]).permutation(len(train_ds))
+            for batch_idx in _chunks(order, config.batch_size, steps_per_epoch):
+                step = state["step"] + 1
+                lr = lr_at(state["step"], total_steps, config)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                batch = _to_device(train_ds.batch(batch_idx), device, pin)
+                with _autocast(device, autocast_dtype):
+                    pred = model(batch["static"], batch["observed"], batch["known"])
+                loss = pinball_loss(pred.float(), batch["target"], quantiles)
+                last_good = last_path if last_path is not None and last_path.is_file() else None
+                if not torch.isfinite(loss):
+                    raise TrainingDivergedError(
+                        f"loss is {loss.item()} at epoch {epoch}, step {step}; last good "
+                        f"checkpoint: {last_good}", epoch=epoch, step=step,
+                        last_good_checkpoint=last_good)
+                optimizer.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                else:
+                    loss.backward()
+                max_norm = config.grad_clip if config.grad_clip else math.inf
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                if not torch.isfinite(grad_norm) and scaler is None:
+                    raise TrainingDivergedError(
+                        f"gradient norm is {grad_norm.item()} at epoch {epoch}, step {step}; "
+                        f"last good checkpoint: {last_good}", epoch=epoch, step=step,
+                        last_good_checkpoint=last_good)
+                if scaler is not None:  # fp16: an inf norm means 'skip this step, lower scale'
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                state["step"] = step
+                losses.append(loss.item())
+                norms.append(grad_norm.item())
+                n_samples += len(batch_idx)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
+            train_seconds = time.perf_counter() - epoch_start
+            val_loss = evaluate_loss(model, val_ds, quantiles, config.eval_batch_size, device,
+                                     autocast_dtype, config.max_val_batches)
+            record, improved = end_epoch(
+                state, epoch=epoch, losses=losses, norms=norms, n_samples=n_samples,
+                epoch_start=epoch_start, train_seconds=train_seconds, val_loss=val_loss,
+                optimizer=optimizer, config=config, model=model, model_type=model_type,
+                base_extra=base_extra, best_path=best_path, last_path=last_path,
+                write_checkpoints=checkpoint_dir is not None,
+            )
+            if improved:
+                best_state = copy.deepcopy(model.state_dict())
+            if on_epoch_end is not None:
+                on_epoch_end(dict(record))
+            if config.patience is not None and state["bad_epochs"] >= config.patience:
+                stopped_early = state["epoch"] < config.epochs
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    model.load_state_dict(best_state)
+    return result_from_state(state, best_path, last_path, started, n_parameters, stopped_early)
+
+
+
+def end_epoch(state: dict[str, Any], *, epoch: int, losses: list[float], norms: list[float],
+              n_samples: int, epoch_start: float, train_seconds: float, val_loss: float,
+              optimizer: torch.optim.Optimizer, config: TrainConfig, model: nn.Module,
+              model_type: str, base_extra: dict[str, Any], best_path: Path | None,
+              last_path: Path | None, write_checkpoints: bool) -> tuple[dict[str, float], bool]:
+    """The epoch's record, the divergence check, best tracking and best/last checkpoints:
+    one place for the single-process and the DDP loops. Returns (record, improved)."""
+    record = {
+        "epoch": epoch,
+        "train_loss": float(np.mean(losses)),
+        "val_loss": val_loss,
+        "grad_norm": float(np.mean(norms)),
+        "grad_norm_max": float(np.max(norms)),
+        "lr": float(optimizer.param_groups[0]["lr"]),
+        "seconds": time.perf_counter() - epoch_start,
+        "samples_per_s": n_samples / max(train_seconds, 1e-9),
+    }
+    state["history"].append(record)
+    state["epoch"] = epoch
+    if not math.isfinite(val_loss):
+        raise TrainingDivergedError(
+            f"validation loss is {val_loss} after epoch {epoch}", epoch=epoch,
+            step=state["step"],
+            last_good_checkpoint=last_path if last_path and last_path.is_file() else None)
+    improved = val_loss < state["best_val"] - config.min_delta
+    if improved:
+        state["best_val"], state["best_epoch"], state["bad_epochs"] = val_loss, epoch, 0
+    else:
+        state["bad_epochs"] += 1
+    if write_checkpoints:
+        extra = {**base_extra, "epoch": epoch, "val_loss": val_loss}
+        if improved:
+            save_checkpoint(best_path, model, model_type=model_type,
+                            config=model.config.to_dict(), extra=extra)
+        save_checkpoint(last_path, model, model_type=model_type,
+                        config=model.config.to_dict(), optimizer=optimizer,
+                        extra={**extra, "loop_state": state,
+                               "torch_rng_state": torch.get_rng_state().tolist()})
+    return record, improved
+
+
+def result_from_state(state: dict[str, Any], best_path: Path | None, last_path: Path | None,
+                      started: float, n_parameters: int, stopped_early: bool) -> TrainResult:
+    return TrainResult(
+        best_val_loss=float(state["best_val"]),
+        best_epoch=int(state["best_epoch"]),
+        epochs_run=int(state["epoch"]),
+        history=list(state["history"]),
+        best_checkpoint=best_path if best_path is not None and best_path.is_file() else None,
+        last_checkpoint=last_path if last_path is not None and last_path.is_file() else None,
+        training_seconds=time.perf_counter() - started,
+        n_parameters=n_parameters,
+        stopped_early=stopped_early,
+    )
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, dataset: WindowDataset, quantiles: torch.Tensor,
+                  batch_size: int = 512, device: torch.device | str = "cpu",
+                  autocast_dtype: torch.dtype | None = None,
+                  max_batches: int | None = None) -> float:
+    """Mean pinball loss over ``dataset`` (sample-weighted across batches)."""
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for idx in _chunks(np.arange(len(dataset)), batch_size, max_batches):
+        batch = _to_device(dataset.batch(idx), device, device.type == "cuda")
+        with _autocast(device, autocast_dtype):
+            pred = model(batch["static"], batch["observed"], batch["known"])
+        total += pinball_loss(pred.float(), batch["target"], quantiles.to(device)).item() * len(idx)
+        count += len(idx)
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+@torch.no_grad()
+def predict_quantiles(model: nn.Module, split_dataset: WindowDataset, batch_size: int = 512,
+                      device: torch.device | str = "cpu",
+                      autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+    """``[W, H, Q]`` float32 predictions in target-scaled units (targets / target_scale)."""
+    device = torch.device(device)
+    was_training = model.training
+    model.eval().to(device)
+    out = []
+    for idx in _chunks(np.arange(len(split_dataset)), batch_size, None):
+        batch = _to_device(split_dataset.batch(idx), device, device.type == "cuda")
+        with _autocast(device, autocast_dtype):
+            pred = model(batch["static"], batch["observed"], batch["known"])
+        out.append(pred.float().cpu().numpy())
+    model.train(was_training)
+    n_q = len(model.config.quantiles)
+    if not out:
+        return np.zeros((0, split_dataset.horizon, n_q), dtype=np.float32)
+    return np.concatenate(out, axis=0)
+
+
+def scaled_targets(dataset: WindowDataset) -> np.ndarray:
+    """``[W, H]`` targets of every window, scaled like the model's outputs."""
+    split = dataset.split
+    last = np.asarray(split.window_starts, dtype=np.int64) + dataset.lookback - 1
+    return np.asarray(split.targets[last], dtype=np.float64) / dataset.target_scale
+
+
+def climatology_quantiles(data: TrainingData, quantiles: tuple[float, ...] | None = None
+                          ) -> np.ndarray:
+    """``[H, Q]`` unconditional quantiles of the training windows' scaled targets:
+    the baseline a forecaster must beat (one definition, in ``models.evaluation.baselines``)."""
+    from models.evaluation.baselines import climatology_quantiles as climatology
+
+    return climatology(data, quantiles).astype(np.float32)
+
+
+def quantile_loss_of(preds: np.ndarray, targets: np.ndarray, quantiles) -> float:
+    """Mean pinball loss of ``preds`` ([W, H, Q] or a broadcastable [H, Q]) on ``targets``
+    [W, H]; the same number ``train_forecaster`` reports as ``val_loss``."""
+    return pinball_loss_numpy(preds, targets, quantiles)
+
+
+# --- internals ---------------------------------------------------------------
+
+
+def _chunks(order: np.ndarray, size: int, limit: int | None) -> Iterator[np.ndarray]:
+    for i, start in enumerate(range(0, len(order), size)):
+        if limit is not None and i >= limit:
+            return
+        yield order[start:start + size]
+
+
+def _to_device(batch: dict[str, torch.Tensor], device: torch.device, pin: bool
+               ) -> dict[str, torch.Tensor]:
+    if device.type == "cpu":
+        return batch
+    if pin:
+        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _load_weights(model: nn.Module, path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from models.training.checkpoint import OPTIMIZER_PREFIX
+
+    state = {k: v for k, v in load_file(str(checkpoint_file(path))).items()
+             if not k.startswith(OPTIMIZER_PREFIX)}
+    model.load_state_dict(state, strict=True)
+
+
+def _progress_bar(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=True)

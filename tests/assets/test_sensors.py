@@ -1,0 +1,62 @@
+"""Landing sensor and schedule logic on temporary instances."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from foxhunt_pipeline.automation import landing_sensor, retrain_schedule
+from foxhunt_pipeline.definitions import defs
+from foxhunt_pipeline.ingest.landing import landed_file_names
+from resources.storage import FoxhuntStorage
+
+
+def _land(home, name: str, payload: bytes = b"x") -> None:
+    landing = home / "landing"
+    landing.mkdir(parents=True, exist_ok=True)
+    (landing / name).write_bytes(payload)
+
+
+def _tick(instance, storage, cursor=None):
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"storage": storage})
+    result = landing_sensor(ctx)
+    if isinstance(result, dg.SensorResult):
+        for req in result.dynamic_partitions_requests or []:
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    return result
+
+
+def test_new_file_gives_one_run_request_and_same_file_none(foxhunt_home):
+    storage = FoxhuntStorage(home=str(foxhunt_home))
+    _land(foxhunt_home, "glbx-mdp3-20240102.ohlcv-1m.dbn.zst")
+    with dg.instance_for_test() as instance:
+        first = _tick(instance, storage)
+        assert isinstance(first, dg.SensorResult)
+        assert [r.partition_key for r in first.run_requests] == ["glbx-mdp3-20240102.ohlcv-1m.dbn.zst"]
+        assert first.run_requests[0].run_key == "landed:glbx-mdp3-20240102.ohlcv-1m.dbn.zst"
+        assert json.loads(first.cursor)["registered"] == 1
+        # a daemon restart re-evaluates with the stored cursor: nothing new, nothing requested
+        again = _tick(instance, storage, cursor=first.cursor)
+        assert isinstance(again, dg.SkipReason)
+        _land(foxhunt_home, "glbx mdp3 é 20240103.ohlcv-1m.dbn")
+        third = _tick(instance, storage, cursor=first.cursor)
+        assert [r.partition_key for r in third.run_requests] == ["glbx mdp3 é 20240103.ohlcv-1m.dbn"]
+        assert set(instance.get_dynamic_partitions("landed_files")) == {
+            "glbx-mdp3-20240102.ohlcv-1m.dbn.zst", "glbx mdp3 é 20240103.ohlcv-1m.dbn",
+        }
+
+
+def test_partial_downloads_and_other_files_are_not_landed(foxhunt_home):
+    _land(foxhunt_home, ".glbx.dbn.zst.part")
+    _land(foxhunt_home, "notes.txt")
+    _land(foxhunt_home, "a.dbn")
+    assert landed_file_names(foxhunt_home / "landing") == ["a.dbn"]
+
+
+def test_automation_is_running_by_default():
+    sensors = {s.name: s for s in defs.sensors}
+    assert sensors["landing_sensor"].default_status == dg.DefaultSensorStatus.RUNNING
+    assert sensors["foxhunt_automation"].default_status == dg.DefaultSensorStatus.RUNNING
+    assert retrain_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert retrain_schedule.cron_schedule == "0 4 * * 6"

@@ -1,0 +1,161 @@
+"""features -> TrainingData: chronological split, embargo, train-only normalisation, meta."""
+
+from __future__ import annotations
+
+from datetime import date
+from functools import lru_cache
+
+import numpy as np
+import polars as pl
+import pytest
+
+from foxhunt_pipeline.features import build_features
+from foxhunt_pipeline.features.dataset import DatasetConfig, DatasetError, build_training_dataset
+from foxhunt_pipeline.features.grid import trade_date_expr
+from foxhunt_pipeline.instruments.specs import ROOTS
+from models.windows import TrainingData, synthetic_training_data
+from tests.features_fixtures import make_continuous
+
+CFG = DatasetConfig()
+
+
+@lru_cache(maxsize=1)
+def bars() -> pl.DataFrame:
+    return make_continuous(
+        days=10, roots=("ES", "ZN"), roll_after_day=4, session_fraction=0.3, start=date(2024, 3, 4)
+    )
+
+
+@lru_cache(maxsize=1)
+def feats() -> pl.DataFrame:
+    return build_features(bars())
+
+
+@lru_cache(maxsize=1)
+def data() -> TrainingData:
+    return build_training_dataset(feats(), CFG, close_prices=bars())
+
+
+def test_meta_has_every_key_the_synthetic_dataset_has():
+    td = data()
+    ref = synthetic_training_data(n_rows={"train": 200, "validation": 100, "test": 100})
+    assert set(ref.meta) <= set(td.meta)
+    f = feats()
+    assert td.observed_names == [c for c in f.columns if c.startswith("f_")]
+    assert td.known_names == [c for c in f.columns if c.startswith("k_")]
+    assert td.static_names == [c for c in f.columns if c.startswith("s_")]
+    assert td.meta["target_names"] == [f"y_{h}" for h in range(1, 6)]
+    assert td.meta["roots"] == ["ES", "ZN"]
+    assert td.meta["bars_per_year"] == 347_760
+    assert td.meta["feature_count"] == len(td.observed_names)
+    assert len(td.meta["feature_hash"]) == 64
+    for name, s in td.splits.items():
+        assert td.meta["splits"][name]["rows"] == s.n_rows
+        assert td.meta["splits"][name]["windows"] == s.n_windows > 0
+        assert s.observed.dtype == np.float32 and s.observed.flags.c_contiguous
+        assert s.observed.shape[1] == len(td.observed_names)
+
+
+def test_split_is_chronological_by_date_with_an_embargo():
+    td = data()
+    emb = CFG.lookback + CFG.horizon
+    assert td.meta["embargo_bars"] == emb
+    ts = {k: s.ts_event for k, s in td.splits.items()}
+    assert ts["train"].max() < ts["validation"].min() and ts["validation"].max() < ts["test"].min()
+    dates = {k: td.meta["splits"][k] for k in td.splits}
+    assert (
+        dates["train"]["last_date"]
+        < dates["validation"]["first_date"]
+        <= dates["validation"]["last_date"]
+    )
+    assert dates["validation"]["last_date"] < dates["test"]["first_date"]
+    # the first `emb` bars of each root's validation / test period are gone
+    f = feats().with_columns(_d=trade_date_expr())
+    for split in ("validation", "test"):
+        first = date.fromisoformat(dates[split]["first_date"])
+        for root_i, root in enumerate(td.meta["roots"]):
+            period = f.filter((pl.col("root") == root) & (pl.col("_d") >= first))[
+                "ts_event"
+            ].dt.epoch("ns")
+            kept = td.splits[split].ts_event[td.splits[split].root_index == root_i]
+            assert kept.min() == period.sort()[emb]
+
+
+def test_normalisation_is_fitted_on_train_only():
+    td = data()
+    tr = td.splits["train"].observed.astype(np.float64)
+    mean, std = tr.mean(axis=0), tr.std(axis=0)
+    spread = np.asarray(td.meta["normalization"]["std"])
+    live = spread != 1.0
+    np.testing.assert_allclose(mean[live], 0.0, atol=0.05)  # clipping moves it a little
+    assert np.all(std[live] < 1.05)
+    # a constant feature (static per root inside one root, or zero std) does not blow up
+    assert np.isfinite(td.splits["test"].observed).all()
+    # the statistics do not move when validation / test rows change
+    f = feats()
+    late = f.with_columns(
+        pl.when(trade_date_expr() > date.fromisoformat(td.meta["splits"]["train"]["last_date"]))
+        .then(pl.col("f_ret_1b") * 100)
+        .otherwise(pl.col("f_ret_1b"))
+    )
+    td2 = build_training_dataset(late, CFG, close_prices=bars())
+    assert td2.meta["normalization"]["mean"] == td.meta["normalization"]["mean"]
+
+
+def test_windows_stay_in_one_contract_and_have_targets():
+    td = data()
+    for s in td.splits.values():
+        w = s.window_starts
+        span = CFG.lookback + CFG.horizon
+        assert (s.segment[w] == s.segment[w + span - 1]).all()
+        assert np.isfinite(s.targets[w + CFG.lookback - 1]).all()
+    batch = td.window_dataset("train").batch(np.arange(4))
+    assert batch["observed"].shape == (4, 60, len(td.observed_names))
+    assert batch["known"].shape == (4, 65, len(td.known_names))
+
+
+def test_costs_targets_scale_and_round_trip(tmp_path):
+    td = data()
+    for i, root in enumerate(td.meta["roots"]):
+        level = bars().filter(pl.col("root") == root)["close"].median()
+        assert td.meta["cost_log_return"][i] == pytest.approx(
+            ROOTS[root].tick_size / level, rel=0.05
+        )
+    y1 = td.splits["train"].targets[:, 0]
+    assert td.target_scale == pytest.approx(float(np.nanstd(y1)), rel=1e-6)
+    td.save(tmp_path / "ds")
+    back = TrainingData.load(tmp_path / "ds")
+    assert back.meta["feature_hash"] == td.meta["feature_hash"]
+    np.testing.assert_array_equal(back.splits["test"].observed, td.splits["test"].observed)
+
+
+def test_a_split_that_would_be_empty_names_the_available_dates():
+    f = feats().with_columns(_d=trade_date_expr())
+    two_days = f.filter(pl.col("_d") <= date(2024, 3, 5)).drop("_d")
+    with pytest.raises(
+        DatasetError, match=r"would be empty.*2 trade dates available: 2024-03-04 .. 2024-03-05"
+    ):
+        build_training_dataset(two_days, CFG)
+
+
+def test_embargo_below_lookback_plus_horizon_is_rejected():
+    with pytest.raises(DatasetError, match="embargo"):
+        DatasetConfig(embargo_bars=10)
+    with pytest.raises(DatasetError, match="fractions"):
+        DatasetConfig(fractions=(0.8, 0.3, 0.1))
+
+
+def test_a_partial_last_session_does_not_become_an_empty_test_split():
+    """Regression: a data set ending one hour into a session (a UTC-day file boundary) once
+    left the test split with only that hour, emptied by the embargo."""
+    full = make_continuous(days=7, roots=("ES",), roll_after_day=None, session_fraction=0.3,
+                           start=date(2024, 3, 4))
+    last_date = full.select(trade_date_expr().max()).item()
+    ends = full.with_columns(_d=trade_date_expr())
+    partial = ends.filter(pl.col("_d") < last_date)
+    tail = ends.filter(pl.col("_d") == last_date).group_by("root", maintain_order=True).head(30).select(ends.columns)
+    frame = pl.concat([partial, tail]).drop("_d").sort("root", "ts_event")
+    td = build_training_dataset(build_features(frame), CFG, close_prices=frame)
+    assert td.splits["test"].n_windows > 0
+    test_dates = td.meta["splits"]["test"]
+    assert test_dates["first_date"] < str(last_date)

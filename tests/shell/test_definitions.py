@@ -1,0 +1,70 @@
+"""The code location loads and its asset graph has the agreed shape and lineage metadata."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from foxhunt_pipeline.definitions import defs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _specs():
+    graph = defs.resolve_asset_graph()
+    return {k.to_user_string(): graph.get(k) for k in graph.get_all_asset_keys()}
+
+
+def test_every_asset_has_description_owner_kinds_group_and_code_version():
+    for name, node in _specs().items():
+        assert node.description, name
+        assert node.owners, name
+        assert node.kinds, name
+        assert node.group_name in {"ingestion", "features", "training", "evaluation", "quantization"}, name
+        assert node.code_version, name
+
+
+def test_training_assets_share_the_gpu_pool():
+    training = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition) and a.group_names_by_key[a.key] == "training"]
+    assert {a.key.to_user_string() for a in training} >= {"tft_model", "mamba2_model"}
+    for a in training:
+        assert a.op.pool == "gpu", a.key
+    others = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition) and a not in training]
+    assert all(a.op.pool is None for a in others)
+
+
+def test_dependencies_follow_the_architecture():
+    graph = defs.resolve_asset_graph()
+    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
+               for k in graph.get_all_asset_keys()}
+    assert parents["continuous_bars"] == {"raw_bars"}
+    if "features" in parents:
+        assert parents["features"] == {"continuous_bars"}
+        assert parents["training_dataset"] == {"features"}
+
+
+def test_dagster_definitions_validate_accepts_the_workspace():
+    out = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(ROOT / "workspace.yaml")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_blocking_checks_guard_the_tables():
+    graph = defs.resolve_asset_graph()
+    specs = {k.name: graph.get_check_spec(k) for k in graph.asset_check_keys}
+    for name in ("raw_bars_contract", "continuous_bars_contract"):
+        assert isinstance(specs[name], dg.AssetCheckSpec)
+        assert specs[name].blocking, name
+
+
+def test_training_steps_carry_the_kubernetes_gpu_request():
+    graph_assets = {a.key.to_user_string(): a for a in defs.assets if isinstance(a, dg.AssetsDefinition)}
+    for name in ("tft_model", "mamba2_model", "dqn_agent", "ppo_agent"):
+        tag = graph_assets[name].op.tags["dagster-k8s/config"]
+        assert "nvidia.com/gpu" in str(tag), name
+    assert "dagster-k8s/config" not in graph_assets["features"].op.tags

@@ -1,0 +1,56 @@
+"""`foxhunt ui` starts webserver + daemon on 127.0.0.1 and, since `dagster dev` ignores
+SIGTERM, turns its own SIGTERM into a clean stop of the whole process group (a regression:
+it once left five orphaned dagster processes behind)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dagster_children(home: str) -> list[str]:
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "dagster" in line and home in line]
+
+
+def test_ui_serves_on_loopback_and_stops_its_process_group_on_sigterm(tmp_path):
+    home = str(tmp_path / "home")
+    port = _free_port()
+    env = dict(os.environ, FOXHUNT_HOME=home)
+    proc = subprocess.Popen([sys.executable, "-m", "foxhunt_pipeline.cli.commands", "ui", "--port", str(port)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
+                    assert b"dagster_webserver_version" in r.read()
+                    break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, proc.stdout.read().decode()[-2000:]
+                time.sleep(1)
+        assert _dagster_children(home), "the daemon and webserver run with this FOXHUNT_HOME"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.time() + 30
+        while _dagster_children(home) and time.time() < deadline:
+            time.sleep(1)
+        assert not _dagster_children(home)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

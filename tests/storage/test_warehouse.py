@@ -1,0 +1,160 @@
+"""Warehouse layout, atomic writes and the DuckDB catalogue."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from urllib.parse import unquote
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from foxhunt_pipeline.ingest.decode import RAW_BARS_POLARS_SCHEMA, ingest_dbn_file
+from foxhunt_pipeline.storage import warehouse as wh
+from tests.dbn_fixtures import es_day_file
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "glbx-mdp3-20240103.ohlcv-1m.dbn.zst",
+        "my file (2).dbn",
+        "données→é.dbn.zst",
+        "a/b\\c%20.dbn",
+    ],
+)
+def test_partition_path_is_one_safe_directory(key: str, tmp_path: Path) -> None:
+    p = wh.raw_bars_partition_path(tmp_path, key)
+    assert p.name == "data.parquet" and p.parent.parent == tmp_path / "raw_bars"
+    part = p.parent.name
+    assert part.startswith("source_file=") and "/" not in part and " " not in part
+    assert unquote(part.removeprefix("source_file=")) == key
+    p.parent.mkdir(parents=True)
+    assert p.parent.is_dir()
+
+
+def test_partition_keys_do_not_collide(tmp_path: Path) -> None:
+    keys = ["a b", "a%20b", "a+b", "a/b", "a_b"]
+    assert len({wh.raw_bars_partition_path(tmp_path, k) for k in keys}) == len(keys)
+    with pytest.raises(ValueError):
+        wh.raw_bars_partition_path(tmp_path, "")
+
+
+def test_scan_with_no_partitions_is_empty_with_schema(tmp_path: Path) -> None:
+    lf = wh.scan_raw_bars(tmp_path / "nothing")
+    df = lf.collect()
+    assert df.height == 0 and df.schema == RAW_BARS_POLARS_SCHEMA
+
+
+def _land(tmp_path: Path, name: str, day: date) -> Path:
+    src = es_day_file(tmp_path / "landing" / name, day, n=5)
+    ingest_dbn_file(src, wh.raw_bars_partition_path(tmp_path / "wh", name))
+    return src
+
+
+def test_scan_reads_all_partitions_with_source_file(tmp_path: Path) -> None:
+    _land(tmp_path, "one day.dbn.zst", date(2024, 1, 3))
+    _land(tmp_path, "zwei→tag.dbn.zst", date(2024, 1, 4))
+    df = wh.scan_raw_bars(tmp_path / "wh").collect()
+    assert df.schema == RAW_BARS_POLARS_SCHEMA
+    assert df.group_by("source_file").len().sort("source_file").rows() == [
+        ("one day.dbn.zst", 10),
+        ("zwei→tag.dbn.zst", 10),
+    ]
+
+
+def test_write_parquet_atomic_replaces_and_keeps_types(tmp_path: Path) -> None:
+    path = tmp_path / "t" / "data.parquet"
+    df = pl.DataFrame({"ts": [1, 2], "s": ["a", "b"]}).with_columns(
+        pl.col("ts").cast(pl.Datetime("ns", "UTC"))
+    )
+    wh.write_parquet_atomic(df, path)
+    wh.write_parquet_atomic(df.head(1), path)
+    assert pl.read_parquet(path).equals(df.head(1))
+    assert str(pq.read_schema(path).field("ts").type) == "timestamp[ns, tz=UTC]"
+    assert [p.name for p in path.parent.iterdir()] == ["data.parquet"]
+
+
+def test_write_failure_mid_way_keeps_previous_version(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "data.parquet"
+    old = pl.DataFrame({"x": [1, 2, 3]})
+    wh.write_parquet_atomic(old, path)
+
+    def half_then_fail(table, where, **kw):
+        Path(where).write_bytes(b"PAR1 partial garbage")
+        raise KeyboardInterrupt("killed mid-write (simulated)")
+
+    monkeypatch.setattr(pq, "write_table", half_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        wh.write_parquet_atomic(pl.DataFrame({"x": [9]}), path)
+    monkeypatch.undo()
+    assert pl.read_parquet(path).equals(old)
+    assert [p.name for p in tmp_path.iterdir()] == ["data.parquet"]
+
+
+def test_duckdb_views_only_for_existing_tables(tmp_path: Path) -> None:
+    db_path = tmp_path / "foxhunt.duckdb"
+    assert wh.refresh_duckdb_views(db_path, tmp_path / "wh") == []
+    _land(tmp_path, "f 1.dbn.zst", date(2024, 1, 3))
+    assert wh.refresh_duckdb_views(db_path, tmp_path / "wh") == ["raw_bars"]
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        n, sf = con.execute("select count(*), min(source_file) from raw_bars").fetchone()
+        views = {
+            r[0]
+            for r in con.execute(
+                "select view_name from duckdb_views() where not internal"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+    assert (n, sf) == (10, "f 1.dbn.zst") and views == {"raw_bars"}
+
+
+def test_duckdb_continuous_view_and_rolls_table_replaced(tmp_path: Path) -> None:
+    db_path, w = tmp_path / "foxhunt.duckdb", tmp_path / "wh"
+    cont = pl.DataFrame({"root": ["ES"], "x": [1.0]})
+    wh.write_parquet_atomic(cont, wh.table_path(w, "continuous_bars"))
+    rolls = pl.DataFrame(
+        {
+            "root": ["ES"],
+            "roll_date": [date(2024, 3, 7)],
+            "from_symbol": ["ESH4"],
+            "to_symbol": ["ESM4"],
+            "rule": ["volume"],
+        }
+    )
+    assert wh.refresh_duckdb_views(db_path, w, rolls=rolls) == ["continuous_bars"]
+    wh.refresh_duckdb_views(db_path, w, rolls=rolls.head(0))
+    wh.refresh_duckdb_views(db_path, w, rolls=rolls)  # replaced, not appended
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        got = con.execute("select root, roll_date, to_symbol from rolls").fetchall()
+        cols = con.execute("select * from continuous_bars").fetchall()
+    finally:
+        con.close()
+    assert got == [("ES", date(2024, 3, 7), "ESM4")] and cols == [("ES", 1.0)]
+
+
+def test_append_duckdb_table_creates_then_appends(tmp_path: Path) -> None:
+    db_path = tmp_path / "x.duckdb"
+    row = pl.DataFrame({"model": ["tft"], "sharpe": [0.5]})
+    assert wh.append_duckdb_table(db_path, "model_evaluations", row) == 1
+    assert (
+        wh.append_duckdb_table(
+            db_path, "model_evaluations", row.with_columns(pl.lit("dqn").alias("model"))
+        )
+        == 2
+    )
+    con = duckdb.connect(str(db_path))
+    try:
+        assert con.execute("select model from model_evaluations order by model").fetchall() == [
+            ("dqn",),
+            ("tft",),
+        ]
+    finally:
+        con.close()
+    with pytest.raises(ValueError):
+        wh.append_duckdb_table(db_path, "bad name; drop", row)
