@@ -194,6 +194,17 @@ class WindowDataset(Dataset):
         }
 
 
+def to_device(batch: Mapping[str, torch.Tensor], device: torch.device | str
+              ) -> dict[str, torch.Tensor]:
+    """A batch on ``device``: pinned and non-blocking on CUDA, untouched on CPU."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return dict(batch)
+    if device.type == "cuda":
+        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 def valid_window_starts(segment: np.ndarray, targets: np.ndarray, lookback: int, horizon: int) -> np.ndarray:
     """Starts ``s`` whose T+H rows share a segment and whose last history row has all targets."""
     n = segment.shape[0]

@@ -40,7 +40,7 @@ from models.evaluation.metrics import (
     sharpe_ci,
 )
 from models.evaluation.running_cost import measure_running_cost
-from models.windows import SplitArrays, TrainingData, WindowDataset
+from models.windows import SplitArrays, TrainingData, WindowDataset, to_device
 
 FAN_CHART_BARS = 300
 
@@ -131,8 +131,9 @@ def check_feature_names(
         raise EvaluationError(f"{name}: checkpoint does not match the dataset: " + "; ".join(problems))
 
 
-def _to_device(batch: Mapping[str, torch.Tensor], device: str | torch.device) -> tuple:
-    return tuple(batch[k].to(device) for k in ("static", "observed", "known"))
+def _inputs(batch: Mapping[str, torch.Tensor], device: str | torch.device) -> tuple:
+    batch = to_device(batch, device)
+    return batch["static"], batch["observed"], batch["known"]
 
 
 def predict_windows(
@@ -150,7 +151,7 @@ def predict_windows(
     with torch.inference_mode():
         for b, start in enumerate(range(0, len(ds), batch_size)):
             idx = np.arange(start, min(start + batch_size, len(ds)))
-            out = fn(*_to_device(ds.batch(idx), device))
+            out = fn(*_inputs(ds.batch(idx), device))
             arr = (out.detach().float().cpu().numpy() if isinstance(out, torch.Tensor)
                    else np.asarray(out, np.float64))
             if expect_shape is not None and arr.shape[1:] != expect_shape:
@@ -293,7 +294,7 @@ def _running_cost(
         return {}
 
     def make_inputs(b: int) -> tuple:
-        return _to_device(ds.batch(np.arange(b) % len(ds)), device)
+        return _inputs(ds.batch(np.arange(b) % len(ds)), device)
 
     return measure_running_cost(
         fn, make_inputs, device=device, calls=latency_calls, model=model,

@@ -34,7 +34,7 @@ from models.training.checkpoint import (
     read_checkpoint_meta,
     save_checkpoint,
 )
-from models.windows import TrainingData, WindowDataset
+from models.windows import TrainingData, WindowDataset, to_device
 
 LAST_NAME = "last.safetensors"
 BEST_NAME = "best.safetensors"
@@ -130,6 +130,43 @@ def lr_at(step: int, total_steps: int, config: TrainConfig) -> float:
     return floor + (config.lr - floor) * 0.5 * (1 + math.cos(math.pi * frac))
 
 
+class World:
+    """Where the loop runs: one process, the default. ``models.training.distributed``
+    subclasses it for a rank of a DDP process group, so data parallelism is a world size
+    of this loop, not a second loop. Each hook is the identity for one process."""
+
+    rank = 0
+    size = 1
+
+    def seed(self, seed: int, epoch: int | None) -> None:
+        """Seed torch's generator: once before training (``epoch=None``) for one process."""
+        if epoch is None:
+            torch.manual_seed(seed)
+
+    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
+        return model
+
+    def shard(self, indices: np.ndarray) -> np.ndarray:
+        return indices
+
+    def batch_loss(self, local_loss: torch.Tensor, n_local: int, n_global: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(what to back-propagate, the global batch's mean loss)."""
+        return local_loss, local_loss
+
+    def sum_over_ranks(self, total: float, count: int) -> tuple[float, float]:
+        return total, count
+
+    def barrier(self) -> None:
+        pass
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+    def where(self) -> str:
+        return ""
+
+
 def train_forecaster(
     model: nn.Module,
     data: TrainingData,
@@ -141,12 +178,14 @@ def train_forecaster(
     resume: bool = False,
     on_epoch_end: Callable[[dict[str, float]], None] | None = None,
     progress: bool = False,
+    world: World | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data``'s train split, early-stopping on validation quantile
     loss. With ``checkpoint_dir``, ``last.safetensors`` (weights, optimizer, loop
     state) is written every epoch and ``best.safetensors`` whenever validation
     improves; ``resume=True`` continues from ``last.safetensors`` if it exists. The
-    model ends holding the best weights seen."""
+    model ends holding the best weights seen. ``world`` (default: one process) is where
+    the loop runs; ``config.batch_size`` is always the global batch."""
     device = torch.device(device)
     previous_threads = torch.get_num_threads()
     if config.num_threads:
@@ -154,28 +193,25 @@ def train_forecaster(
     try:
         return _train(model, data, config, device, autocast_dtype,
                       Path(checkpoint_dir) if checkpoint_dir is not None else None,
-                      resume, on_epoch_end, progress)
+                      resume, on_epoch_end, progress, world or World())
     finally:
         if config.num_threads:
             torch.set_num_threads(previous_threads)
 
 
 def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, on_epoch_end,
-           progress) -> TrainResult:
+           progress, world: World) -> TrainResult:
     train_ds, val_ds = data.window_dataset("train"), data.window_dataset("validation")
     if len(train_ds) == 0:
         raise ValueError("training split has no windows")
     if len(val_ds) == 0:
         raise ValueError("validation split has no windows (needed for early stopping)")
-    torch.manual_seed(config.seed)
+    world.seed(config.seed, None)
     model.to(device)
     quantiles = torch.tensor(model.config.quantiles, dtype=torch.float32, device=device)
     n_parameters = int(sum(p.numel() for p in model.parameters()))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
-                                  eps=config.eps, weight_decay=config.weight_decay)
     use_scaler = autocast_dtype == torch.float16 and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda") if use_scaler else None
-    pin = device.type == "cuda"
 
     steps_per_epoch = math.ceil(len(train_ds) / config.batch_size)
     if config.max_batches_per_epoch:
@@ -184,60 +220,70 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
 
     model_type = model_type_of(model)
     base_extra = {**dataset_signature(data), "train_config": config.to_dict(),
-                  **config.extra_metadata}
+                  **world.metadata(), **config.extra_metadata}
     last_path = checkpoint_dir / LAST_NAME if checkpoint_dir else None
     best_path = checkpoint_dir / BEST_NAME if checkpoint_dir else None
+    is_main = world.rank == 0
 
     state = {"epoch": 0, "step": 0, "best_val": math.inf, "best_epoch": 0, "bad_epochs": 0,
              "history": []}
-    best_state = copy.deepcopy(model.state_dict())
-    if resume and last_path is not None and last_path.is_file():
-        meta = read_checkpoint_meta(last_path)
+    resume_from = last_path if resume and last_path is not None and last_path.is_file() else None
+    if resume_from is not None:  # every rank reads it
+        meta = read_checkpoint_meta(resume_from)
         if meta.get("model_type") != model_type or meta.get("config") != model.config.to_dict():
-            raise ValueError(f"{last_path}: saved for {meta.get('model_type')} "
+            raise ValueError(f"{resume_from}: saved for {meta.get('model_type')} "
                              f"{meta.get('config')}, cannot resume a different model")
-        _load_weights(model, last_path)
-        load_optimizer_state(last_path, optimizer)
+        _load_weights(model, resume_from)
         state = meta["loop_state"]
         torch.set_rng_state(torch.tensor(meta["torch_rng_state"], dtype=torch.uint8))
-        if best_path is not None and best_path.is_file():
-            best_model = copy.deepcopy(model)
-            _load_weights(best_model, best_path)
-            best_state = best_model.state_dict()
+    best_state = copy.deepcopy(model.state_dict())
+    if resume_from is not None and best_path is not None and best_path.is_file():
+        best_model = copy.deepcopy(model)
+        _load_weights(best_model, best_path)
+        best_state = best_model.state_dict()
+    net = world.wrap(model, device)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, betas=config.betas,
+                                  eps=config.eps, weight_decay=config.weight_decay)
+    if resume_from is not None:
+        load_optimizer_state(resume_from, optimizer)
 
-    bar = _progress_bar(total_steps, state["step"], progress)
+    bar = _progress_bar(total_steps, state["step"], progress and is_main)
     started = time.perf_counter()
     stopped_early = False
     try:
         while state["epoch"] < config.epochs:
             epoch = state["epoch"] + 1
-            model.train()
+            world.seed(config.seed, epoch)
+            net.train()
             epoch_start = time.perf_counter()
             losses, norms, n_samples = [], [], 0
             order = np.random.default_rng([config.seed, epoch]).permutation(len(train_ds))
-            for batch_idx in _chunks(order, config.batch_size, steps_per_epoch):
+            for global_idx in _chunks(order, config.batch_size, steps_per_epoch):
+                local_idx = world.shard(global_idx)
                 step = state["step"] + 1
                 lr = lr_at(state["step"], total_steps, config)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                batch = _to_device(train_ds.batch(batch_idx), device, pin)
+                batch = to_device(train_ds.batch(local_idx), device)
                 with _autocast(device, autocast_dtype):
-                    pred = model(batch["static"], batch["observed"], batch["known"])
-                loss = pinball_loss(pred.float(), batch["target"], quantiles)
+                    pred = net(batch["static"], batch["observed"], batch["known"])
+                objective, loss = world.batch_loss(
+                    pinball_loss(pred.float(), batch["target"], quantiles),
+                    len(local_idx), len(global_idx))
                 last_good = last_path if last_path is not None and last_path.is_file() else None
                 if not torch.isfinite(loss):
                     raise TrainingDivergedError(
-                        f"loss is {loss.item()} at epoch {epoch}, step {step}; last good "
-                        f"checkpoint: {last_good}", epoch=epoch, step=step,
+                        f"loss is {loss.item()} at epoch {epoch}, step {step}{world.where()}; "
+                        f"last good checkpoint: {last_good}", epoch=epoch, step=step,
                         last_good_checkpoint=last_good)
                 optimizer.zero_grad(set_to_none=True)
                 if scaler is not None:
-                    scaler.scale(loss).backward()
+                    scaler.scale(objective).backward()
                     scaler.unscale_(optimizer)
                 else:
-                    loss.backward()
+                    objective.backward()
                 max_norm = config.grad_clip if config.grad_clip else math.inf
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
                 if not torch.isfinite(grad_norm) and scaler is None:
                     raise TrainingDivergedError(
                         f"gradient norm is {grad_norm.item()} at epoch {epoch}, step {step}; "
@@ -251,24 +297,26 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
                 state["step"] = step
                 losses.append(loss.item())
                 norms.append(grad_norm.item())
-                n_samples += len(batch_idx)
+                n_samples += len(global_idx)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
             train_seconds = time.perf_counter() - epoch_start
             val_loss = evaluate_loss(model, val_ds, quantiles, config.eval_batch_size, device,
-                                     autocast_dtype, config.max_val_batches)
-            record, improved = end_epoch(
+                                     autocast_dtype, config.max_val_batches, world=world)
+            record, improved = _end_epoch(
                 state, epoch=epoch, losses=losses, norms=norms, n_samples=n_samples,
                 epoch_start=epoch_start, train_seconds=train_seconds, val_loss=val_loss,
                 optimizer=optimizer, config=config, model=model, model_type=model_type,
                 base_extra=base_extra, best_path=best_path, last_path=last_path,
-                write_checkpoints=checkpoint_dir is not None,
+                write_checkpoints=checkpoint_dir is not None and is_main,
             )
             if improved:
                 best_state = copy.deepcopy(model.state_dict())
-            if on_epoch_end is not None:
+            if on_epoch_end is not None and is_main:
                 on_epoch_end(dict(record))
+            if checkpoint_dir is not None:
+                world.barrier()  # a resume after this epoch finds rank 0's files complete
             if config.patience is not None and state["bad_epochs"] >= config.patience:
                 stopped_early = state["epoch"] < config.epochs
                 break
@@ -276,17 +324,26 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
         if bar is not None:
             bar.close()
     model.load_state_dict(best_state)
-    return result_from_state(state, best_path, last_path, started, n_parameters, stopped_early)
+    return TrainResult(
+        best_val_loss=float(state["best_val"]),
+        best_epoch=int(state["best_epoch"]),
+        epochs_run=int(state["epoch"]),
+        history=list(state["history"]),
+        best_checkpoint=best_path if best_path is not None and best_path.is_file() else None,
+        last_checkpoint=last_path if last_path is not None and last_path.is_file() else None,
+        training_seconds=time.perf_counter() - started,
+        n_parameters=n_parameters,
+        stopped_early=stopped_early,
+    )
 
 
-
-def end_epoch(state: dict[str, Any], *, epoch: int, losses: list[float], norms: list[float],
-              n_samples: int, epoch_start: float, train_seconds: float, val_loss: float,
-              optimizer: torch.optim.Optimizer, config: TrainConfig, model: nn.Module,
-              model_type: str, base_extra: dict[str, Any], best_path: Path | None,
-              last_path: Path | None, write_checkpoints: bool) -> tuple[dict[str, float], bool]:
-    """The epoch's record, the divergence check, best tracking and best/last checkpoints:
-    one place for the single-process and the DDP loops. Returns (record, improved)."""
+def _end_epoch(state: dict[str, Any], *, epoch: int, losses: list[float], norms: list[float],
+               n_samples: int, epoch_start: float, train_seconds: float, val_loss: float,
+               optimizer: torch.optim.Optimizer, config: TrainConfig, model: nn.Module,
+               model_type: str, base_extra: dict[str, Any], best_path: Path | None,
+               last_path: Path | None, write_checkpoints: bool) -> tuple[dict[str, float], bool]:
+    """The epoch's record, the divergence check, best tracking and best/last checkpoints.
+    Returns (record, improved)."""
     record = {
         "epoch": epoch,
         "train_loss": float(np.mean(losses)),
@@ -321,37 +378,28 @@ def end_epoch(state: dict[str, Any], *, epoch: int, losses: list[float], norms: 
     return record, improved
 
 
-def result_from_state(state: dict[str, Any], best_path: Path | None, last_path: Path | None,
-                      started: float, n_parameters: int, stopped_early: bool) -> TrainResult:
-    return TrainResult(
-        best_val_loss=float(state["best_val"]),
-        best_epoch=int(state["best_epoch"]),
-        epochs_run=int(state["epoch"]),
-        history=list(state["history"]),
-        best_checkpoint=best_path if best_path is not None and best_path.is_file() else None,
-        last_checkpoint=last_path if last_path is not None and last_path.is_file() else None,
-        training_seconds=time.perf_counter() - started,
-        n_parameters=n_parameters,
-        stopped_early=stopped_early,
-    )
-
 @torch.no_grad()
 def evaluate_loss(model: nn.Module, dataset: WindowDataset, quantiles: torch.Tensor,
                   batch_size: int = 512, device: torch.device | str = "cpu",
                   autocast_dtype: torch.dtype | None = None,
-                  max_batches: int | None = None) -> float:
-    """Mean pinball loss over ``dataset`` (sample-weighted across batches)."""
+                  max_batches: int | None = None, *, world: World | None = None) -> float:
+    """Mean pinball loss over ``dataset`` (sample-weighted across batches). In a DDP
+    ``world`` each rank scores its shard of the same windows and the sums are all-reduced,
+    so every rank gets the same number."""
     device = torch.device(device)
+    world = world or World()
     was_training = model.training
     model.eval()
+    n = len(dataset) if max_batches is None else min(len(dataset), max_batches * batch_size)
     total, count = 0.0, 0
-    for idx in _chunks(np.arange(len(dataset)), batch_size, max_batches):
-        batch = _to_device(dataset.batch(idx), device, device.type == "cuda")
+    for idx in _chunks(world.shard(np.arange(n)), batch_size, None):
+        batch = to_device(dataset.batch(idx), device)
         with _autocast(device, autocast_dtype):
             pred = model(batch["static"], batch["observed"], batch["known"])
         total += pinball_loss(pred.float(), batch["target"], quantiles.to(device)).item() * len(idx)
         count += len(idx)
     model.train(was_training)
+    total, count = world.sum_over_ranks(total, count)
     return total / max(count, 1)
 
 
@@ -365,7 +413,7 @@ def predict_quantiles(model: nn.Module, split_dataset: WindowDataset, batch_size
     model.eval().to(device)
     out = []
     for idx in _chunks(np.arange(len(split_dataset)), batch_size, None):
-        batch = _to_device(split_dataset.batch(idx), device, device.type == "cuda")
+        batch = to_device(split_dataset.batch(idx), device)
         with _autocast(device, autocast_dtype):
             pred = model(batch["static"], batch["observed"], batch["known"])
         out.append(pred.float().cpu().numpy())
@@ -406,15 +454,6 @@ def _chunks(order: np.ndarray, size: int, limit: int | None) -> Iterator[np.ndar
         if limit is not None and i >= limit:
             return
         yield order[start:start + size]
-
-
-def _to_device(batch: dict[str, torch.Tensor], device: torch.device, pin: bool
-               ) -> dict[str, torch.Tensor]:
-    if device.type == "cpu":
-        return batch
-    if pin:
-        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-    return {k: v.to(device) for k, v in batch.items()}
 
 
 def _autocast(device: torch.device, dtype: torch.dtype | None):
