@@ -27,6 +27,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from models.atomic import atomic_write
+
 RESULT_NAME = "result.json"
 ERRORS_DIR = "errors"
 RESULT_MESSAGE_KIND = "ddp_result"
@@ -63,15 +65,12 @@ def model_config_for(data, model_params: dict[str, Any]) -> dict[str, Any]:
 
 def write_rank_error(out_dir: str | os.PathLike[str], rank: int, exc: BaseException) -> Path:
     """``errors/rank<r>.json``: what this rank died of, for the launcher to report."""
-    path = Path(out_dir) / ERRORS_DIR / f"rank{rank}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({
+    text = json.dumps({
         "rank": rank, "time": time.time(), "type": type(exc).__name__, "message": str(exc),
         "traceback": "".join(traceback.format_exception(exc)),
-    }))
-    os.replace(tmp, path)
-    return path
+    })
+    return atomic_write(Path(out_dir) / ERRORS_DIR / f"rank{rank}.json",
+                        lambda tmp: tmp.write_text(text))
 
 
 def train(spec: dict[str, Any], reporter=None) -> dict[str, Any]:
@@ -134,9 +133,7 @@ def train(spec: dict[str, Any], reporter=None) -> dict[str, Any]:
             "stopped_early": result.stopped_early, "world_size": env.world_size,
             "backend": backend_for(device), "device": str(device),
         }
-        tmp = out_dir / f".{RESULT_NAME}.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out_dir / RESULT_NAME)
+        atomic_write(out_dir / RESULT_NAME, lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
         if reporter is not None:
             reporter.report_custom_message(summary)
     dist.barrier()  # no rank exits (and tears the group down) before rank 0 has written

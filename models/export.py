@@ -34,8 +34,6 @@ import copy
 import inspect
 import json
 import os
-import shutil
-import tempfile
 import warnings
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +45,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from models.atomic import atomic_replace_dir, atomic_write
 from models.quantization.int8_weight_only import dequantize_tensor, weight_only_tensors
 
 META_FILE = "meta.json"
@@ -94,9 +93,8 @@ def export_artifact(
     if len(names) != len(example):
         raise ValueError(f"{len(names)} input names for {len(example)} example inputs")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+
+    def build(tmp: Path) -> None:
         fmt, failures = _write_first_working(module, example, tmp, formats)
         meta = {
             **dict(metadata),
@@ -111,11 +109,8 @@ def export_artifact(
             "created_at": datetime.now(UTC).isoformat(),
         }
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=_json_default))
-        _swap_in(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+
+    return atomic_replace_dir(path, build)
 
 
 # training meta keys a forecaster artifact carries, so predict needs nothing else
@@ -297,17 +292,18 @@ def _drop_debug_records(target: Path) -> None:
     """Rewrite the TorchScript zip without its ``.debug_pkl`` source-range records and
     alignment padding, pickles and code deflated (tensor records stay stored: int8 codes
     hardly compress). ``torch.jit.load`` reads both; the export check loads the result."""
-    tmp = target.with_name(target.name + ".tmp")
-    with zipfile.ZipFile(target) as zin, zipfile.ZipFile(tmp, "w") as zout:
-        for info in zin.infolist():
-            if info.filename.endswith(".debug_pkl"):
-                continue
-            data = zin.read(info.filename)
-            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            tensor_record = "/data/" in info.filename or "/constants/" in info.filename
-            out.compress_type = zipfile.ZIP_STORED if tensor_record else zipfile.ZIP_DEFLATED
-            zout.writestr(out, data)
-    os.replace(tmp, target)
+    def rewrite(tmp: Path) -> None:
+        with zipfile.ZipFile(target) as zin, zipfile.ZipFile(tmp, "w") as zout:
+            for info in zin.infolist():
+                if info.filename.endswith(".debug_pkl"):
+                    continue
+                data = zin.read(info.filename)
+                out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                tensor_record = "/data/" in info.filename or "/constants/" in info.filename
+                out.compress_type = zipfile.ZIP_STORED if tensor_record else zipfile.ZIP_DEFLATED
+                zout.writestr(out, data)
+
+    atomic_write(target, rewrite)
 
 
 def _weights_meta(out_dir: Path) -> dict[str, Any]:
@@ -390,16 +386,6 @@ def _default_input_names(n: int) -> list[str]:
     if n == len(FORECASTER_INPUTS):
         return list(FORECASTER_INPUTS)
     return ["obs"] if n == 1 else [f"input_{i}" for i in range(n)]
-
-
-def _swap_in(tmp: Path, path: Path) -> None:
-    old = None
-    if path.exists():
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
-        os.replace(path, old)
-    os.replace(tmp, path)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _first_line(exc: BaseException) -> str:

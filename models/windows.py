@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+
+from models.atomic import atomic_replace_dir
 
 SPLITS = ("train", "validation", "test")
 ARRAYS = ("observed", "known", "static", "targets", "ts_event", "segment", "root_index")
@@ -104,27 +104,15 @@ class TrainingData:
     # --- persistence -------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically: build in a sibling temp dir, then swap it in."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        def build(tmp: Path) -> None:
             for name, split in self.splits.items():
                 d = tmp / name
                 d.mkdir()
                 for a in (*ARRAYS, "window_starts"):
                     np.save(d / f"{a}.npy", getattr(split, a), allow_pickle=False)
             (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=_json_default))
-            old = None
-            if path.exists():
-                old = path.with_name(f".{path.name}.old-{os.getpid()}")
-                os.replace(path, old)
-            os.replace(tmp, path)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return path
+
+        return atomic_replace_dir(Path(path), build)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], mmap: bool = True) -> TrainingData:

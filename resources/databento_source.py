@@ -8,6 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from models.atomic import atomic_write
+
 
 class MissingApiKeyError(RuntimeError):
     pass
@@ -48,12 +50,9 @@ def download_to_landing(
     if dest.exists():
         raise FileExistsError(f"{dest} already landed; landed files are never overwritten")
     client = db.Historical(key)
-    tmp = landing / f".{name}.part"
-    client.timeseries.get_range(
-        dataset=dataset, symbols=symbols, schema=schema, start=start, end=end, stype_in=stype_in, path=tmp
-    )
-    os.replace(tmp, dest)
-    return dest
+    return atomic_write(dest, lambda tmp: client.timeseries.get_range(
+        dataset=dataset, symbols=symbols, schema=schema, start=start, end=end, stype_in=stype_in,
+        path=tmp), overwrite=False)
 
 
 class DatabentoSource(dg.ConfigurableResource):

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 from upath import UPath
 
 from foxhunt_pipeline.storage.object_store import is_local
+from models.atomic import atomic_replace_dir, atomic_write
 
 
 def as_upath(location: str | os.PathLike[str]) -> UPath:
@@ -42,21 +41,13 @@ def relative_name(location: str | os.PathLike[str], base: str | os.PathLike[str]
 
 
 def write_json(path: UPath, record: dict[str, Any]) -> UPath:
-    """Replace ``path`` whole: ``os.replace`` locally, one object PUT on a store."""
+    """Replace ``path`` whole: ``atomic_write`` locally, one object PUT on a store."""
     text = json.dumps(record, indent=2, default=str)
     local = local_path(path)
     if local is None:
         path.write_text(text)
         return path
-    local.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{local.name}.", suffix=".tmp", dir=local.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, local)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(local, lambda tmp: tmp.write_text(text))
     return path
 
 
@@ -84,21 +75,18 @@ def get_tree(src: UPath, local_dir: Path) -> Path:
     files = [p for p in src.rglob("*") if p.is_file()]
     if not files:
         raise FileNotFoundError(f"nothing to download under {src}")
-    local_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{local_dir.name}.", dir=local_dir.parent))
-    try:
+
+    def download(tmp: Path) -> None:
         for f in files:
             target = tmp / relative_name(f, src)
             target.parent.mkdir(parents=True, exist_ok=True)
             src.fs.get_file(f.path, str(target))
-        os.replace(tmp, local_dir)
+
+    try:
+        atomic_replace_dir(local_dir, download, overwrite=False)
     except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
         if not local_dir.is_dir():  # another process may have finished the same copy first
             raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return local_dir
 
 

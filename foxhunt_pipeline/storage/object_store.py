@@ -1,6 +1,6 @@
 """The warehouse layout on any fsspec filesystem, addressed by ``UPath`` URLs.
 
-``foxhunt_pipeline.storage.warehouse`` is the local implementation (``os.replace`` atomic
+``foxhunt_pipeline.storage.warehouse`` is the local implementation (``atomic_write``
 writes, DuckDB views over local globs). This module gives the same layout - the same
 ``raw_bars/source_file=<quoted key>/data.parquet`` and ``<table>/data.parquet`` names -
 on ``s3://``, ``gs://``, ``az://``, ``memory://`` or ``file://`` roots, so a cluster
@@ -14,7 +14,6 @@ consistent for a single object), so no temporary key is needed.
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import shutil
@@ -115,14 +114,8 @@ def put_file(local_file: os.PathLike[str], dest: UPath) -> UPath:
     """Move a finished local file (a staging file of ours) to ``dest``, replacing it whole:
     a rename on a local root, one upload on a store."""
     if is_local(dest):
-        Path(dest.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(local_file, dest.path)
-        except OSError as e:
-            if e.errno != errno.EXDEV:
-                raise
-            local.atomic_write(dest.path, lambda tmp: shutil.copyfile(local_file, tmp))
-            Path(local_file).unlink()
+        local.atomic_write(dest.path, lambda tmp: _link_or_copy(local_file, tmp))
+        Path(local_file).unlink()
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.fs.put_file(os.fspath(local_file), dest.path)
@@ -198,3 +191,11 @@ def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: boo
     if not is_local(root):
         con.register_filesystem(root.fs)
     return con
+
+
+def _link_or_copy(src: os.PathLike[str], dest: Path) -> None:
+    """A hard link where ``src`` shares the file system (no copy), else a copy."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)

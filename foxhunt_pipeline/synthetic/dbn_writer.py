@@ -17,8 +17,8 @@ it against ``bytes(OHLCVMsg(...))``.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +29,8 @@ from typing import Any
 import databento_dbn as dbn
 import numpy as np
 import zstandard
+
+from models.atomic import atomic_write
 
 DATASET = "GLBX.MDP3"
 GLBX_PUBLISHER_ID = 1  # GLBX.MDP3.GLBX
@@ -221,11 +223,9 @@ def generate_file(
         dataset=dataset,
         version=version,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as raw:
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as raw:
             if compress:
                 cctx = zstandard.ZstdCompressor(level=3)
                 with cctx.stream_writer(raw, closefd=False) as zw:
@@ -236,10 +236,21 @@ def generate_file(
                 raw.write(header)
                 for chunk in _as_chunks(records):
                     raw.write(chunk)
-        _land(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        if path.exists():
+            if _same_bytes(tmp, path):
+                raise _AlreadyLanded
+            raise LandedFileConflict(
+                f"{path}: a landed file with different content already exists; "
+                "landed files are immutable, write to another folder or remove it yourself"
+            )
+
+    with contextlib.suppress(_AlreadyLanded):
+        atomic_write(path, write, overwrite=False)
     return path
+
+
+class _AlreadyLanded(Exception):
+    """The same bytes are already landed: nothing to write."""
 
 
 def _same_bytes(a: Path, b: Path, block: int = 1 << 20) -> bool:
@@ -252,14 +263,3 @@ def _same_bytes(a: Path, b: Path, block: int = 1 << 20) -> bool:
                 return False
             if not x:
                 return True
-
-
-def _land(tmp: Path, path: Path) -> None:
-    if path.exists():
-        if _same_bytes(tmp, path):
-            return
-        raise LandedFileConflict(
-            f"{path}: a landed file with different content already exists; "
-            "landed files are immutable, write to another folder or remove it yourself"
-        )
-    os.replace(tmp, path)

@@ -33,7 +33,6 @@ from models.agents.policy import (
     PolicyNet,
     WindowEncoder,
     activation_name,
-    atomic_write,
     load_policy,
     save_policy_net,
 )
@@ -45,6 +44,7 @@ from models.agents.trading_env import (
     prepare_market_data,
     summarize_backtest,
 )
+from models.atomic import atomic_write
 from models.windows import TrainingData
 
 __all__ = [

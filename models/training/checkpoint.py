@@ -11,12 +11,9 @@ checkpoint can never execute code (no pickle).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from models.atomic import atomic_write
 from models.registry import build_model
 from models.windows import TrainingData
 
@@ -100,10 +98,10 @@ def save_checkpoint(
         tensors.update(opt_tensors)
         meta["optimizer"] = opt_meta
     meta_json = json.dumps(meta, sort_keys=True)  # fails here, before any file, if not JSON-safe
-    _atomic_write(target, lambda tmp: save_file(tensors, tmp, metadata={META_KEY: meta_json}))
+    atomic_write(target, lambda tmp: save_file(tensors, str(tmp), metadata={META_KEY: meta_json}))
     sidecar_meta = {k: v for k, v in meta.items() if k != "optimizer"}
-    _atomic_write(sidecar_file(target),
-                  lambda tmp: Path(tmp).write_text(json.dumps(sidecar_meta, indent=2)))
+    atomic_write(sidecar_file(target),
+                 lambda tmp: tmp.write_text(json.dumps(sidecar_meta, indent=2)))
     return target
 
 
@@ -194,20 +192,6 @@ def check_compatible(meta: dict[str, Any], data: TrainingData) -> None:
 
 
 # --- internals ---------------------------------------------------------------
-
-
-def _atomic_write(target: Path, write: Callable[[str], Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def _flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
