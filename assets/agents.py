@@ -5,45 +5,53 @@
 import dagster as dg
 
 from assets.common import code_version_of
-from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
+from assets.config_fields import delegated
+from assets.training import TRAINING_KW, load_dataset, new_run_dir, publish_run
 from foxhunt_pipeline.storage import model_store
+from models.agents.trading_env import EnvConfig
+from models.agents.train import DQNConfig, PPOConfig
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 
-class AgentTrainingConfig(dg.Config):
-    """Mirrors models.agents.train.DQNConfig / PPOConfig (the fields a user tunes most)."""
+def _agent_fields(cls: type, section: str) -> type[dg.Config]:
+    """The fields both agents' Configs share (the ones a user tunes most), from ``cls``."""
 
-    total_timesteps: int = 200_000
-    learning_rate: float = 3e-4
-    gamma: float = 0.9
-    net_arch: list[int] = [64, 64]
-    encoder: str = "mlp"
-    seed: int = 0
-    eval_freq: int = 10_000
-    cost_multiplier: float = 1.0
-    # "subproc": each of n_envs env copies in its own process (parallel rollouts on a big box)
-    vec_env: str = "dummy"
+    class AgentFields(dg.Config):
+        total_timesteps: int = delegated(cls, "total_timesteps", "Environment steps to train.",
+                                         section=section)
+        learning_rate: float = delegated(cls, "learning_rate", "Optimizer learning rate.")
+        gamma: float = delegated(cls, "gamma", "Discount factor.")
+        net_arch: list[int] = delegated(cls, "net_arch", "Hidden layer widths of the heads.")
+        encoder: str = delegated(cls, "encoder", "Window encoder: mlp or conv.")
+        seed: int = delegated(cls, "seed", "Seed of the agent and its environments.")
+        eval_freq: int = delegated(cls, "eval_freq", "Env steps between validation backtests.")
+        cost_multiplier: float = delegated(EnvConfig, "cost_multiplier",
+                                           "Times the root's one-way cost per contract.")
+        vec_env: str = delegated(cls, "vec_env", "dummy (in process) or subproc (one process "
+                                 "per env copy: parallel rollouts on a big box).")
 
-
-class DQNTrainingConfig(AgentTrainingConfig):
-    total_timesteps: int = profile_default("dqn_agent", "total_timesteps", 200_000)
-    n_envs: int = 1
-    learning_rate: float = 5e-4
-    gamma: float = 0.5
-    exploration_fraction: float = 0.2
-    target_update_interval: int = 2_000
-    learning_starts: int = 1_000
+    return AgentFields
 
 
-class PPOTrainingConfig(AgentTrainingConfig):
-    total_timesteps: int = profile_default("ppo_agent", "total_timesteps", 200_000)
-    learning_rate: float = 1e-3
-    gamma: float = 0.5
-    n_envs: int = 2
-    n_steps: int = 512
-    ent_coef: float = 0.0
+class DQNTrainingConfig(_agent_fields(DQNConfig, "dqn_agent")):
+    n_envs: int = delegated(DQNConfig, "n_envs", "Environment copies stepped together.")
+    exploration_fraction: float = delegated(DQNConfig, "exploration_fraction",
+                                            "Share of training spent decaying epsilon.")
+    target_update_interval: int = delegated(DQNConfig, "target_update_interval",
+                                            "Env steps between target-network updates.")
+    learning_starts: int = delegated(DQNConfig, "learning_starts",
+                                     "Env steps collected before learning starts.")
+
+
+class PPOTrainingConfig(_agent_fields(PPOConfig, "ppo_agent")):
+    n_envs: int = delegated(PPOConfig, "n_envs", "Environment copies stepped together.")
+    n_steps: int = delegated(PPOConfig, "n_steps", "Env steps per copy per rollout.")
+    ent_coef: float = delegated(PPOConfig, "ent_coef", "Entropy bonus coefficient.")
+
+
+AgentTrainingConfig = DQNTrainingConfig | PPOTrainingConfig
 
 
 def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: AgentTrainingConfig,

@@ -10,8 +10,8 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
+from assets.config_fields import sized
 from assets.training import load_current_model, load_dataset
-from foxhunt_pipeline.config import profiles
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -29,8 +29,8 @@ SUMMARY_METRICS = (
 class EvaluationConfig(dg.Config):
     cost_multiplier: float = 1.0
     threshold_k: float = 1.0
-    latency_calls: int = profiles.default("evaluation", "latency_calls", 200)
-    bootstrap: int = profiles.default("evaluation", "bootstrap", 1000)
+    latency_calls: int = sized("evaluation", "latency_calls", 200, "Timed calls per model.")
+    bootstrap: int = sized("evaluation", "bootstrap", 1000, "Bootstrap resamples per interval.")
     seed: int = 0
 
 

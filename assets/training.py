@@ -5,11 +5,16 @@ import time
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
+from assets.config_fields import delegated, sized
 from assets.features import training_dataset
-from foxhunt_pipeline.config import deploy_profile, profiles
+from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.storage import dataset_store, model_store
+from models.mamba2.model import Mamba2Config
+from models.tft.model import TFTConfig
+from models.training.loop import TrainConfig
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -18,42 +23,50 @@ GPU_POOL = "gpu"
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=1, delay=5)
 
 
-def profile_default(section: str, key: str, fallback):
-    return profiles.default(section, key, fallback)
+def _training_fields(section: str) -> type[dg.Config]:
+    """The ``TrainConfig`` fields both forecasters' Configs share, sized by ``section``."""
+
+    class TrainingFields(dg.Config):
+        epochs: int = delegated(TrainConfig, "epochs", "Passes over the training windows at "
+                                "most.", section=section)
+        batch_size: int = delegated(TrainConfig, "batch_size", "Windows per optimizer step "
+                                    "(the global batch under DDP).", section=section)
+        learning_rate: float = Field(default=TrainConfig.lr, description="AdamW peak learning "
+                                     "rate (TrainConfig.lr).")
+        weight_decay: float = delegated(TrainConfig, "weight_decay",
+                                        "AdamW decoupled weight decay.")
+        grad_clip: float = delegated(TrainConfig, "grad_clip",
+                                     "Gradient L2-norm clipping threshold.")
+        patience: int = delegated(TrainConfig, "patience", "Epochs without validation "
+                                  "improvement before early stopping.")
+        max_batches_per_epoch: int = sized(section, "max_batches_per_epoch", 0,
+                                           "Cap on optimizer steps per epoch (0: all).")
+        seed: int = delegated(TrainConfig, "seed", "Seed of batch order, dropout and weights.")
+
+    return TrainingFields
 
 
-class TFTTrainingConfig(dg.Config):
-    epochs: int = profile_default("tft_model", "epochs", 30)
-    batch_size: int = profile_default("tft_model", "batch_size", 64)
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    grad_clip: float = 1.0
-    patience: int = 5
-    max_batches_per_epoch: int = profile_default("tft_model", "max_batches_per_epoch", 0)  # 0 = all
-    seed: int = 0
-    hidden: int = profile_default("tft_model", "hidden", 64)
-    dropout: float = 0.1
-    heads: int = profile_default("tft_model", "heads", 4)
-    lstm_layers: int = profile_default("tft_model", "lstm_layers", 2)
-    var_width: int = profile_default("tft_model", "var_width", 4)
-    nproc_per_node: int = 1  # > 1: torch DDP under torchrun, launched through Dagster Pipes
+class TFTTrainingConfig(_training_fields("tft_model")):
+    hidden: int = delegated(TFTConfig, "hidden", "Model width.", section="tft_model")
+    dropout: float = delegated(TFTConfig, "dropout", "Dropout probability.")
+    heads: int = delegated(TFTConfig, "heads", "Attention heads.", section="tft_model")
+    lstm_layers: int = delegated(TFTConfig, "lstm_layers", "LSTM encoder/decoder layers.",
+                                 section="tft_model")
+    var_width: int = delegated(TFTConfig, "var_width", "Variable-selection hidden width.",
+                               section="tft_model")
+    nproc_per_node: int = Field(default=1, description="Ranks; > 1: torch DDP under torchrun, "
+                                "launched through Dagster Pipes.")
 
 
-class Mamba2TrainingConfig(dg.Config):
-    epochs: int = profile_default("mamba2_model", "epochs", 30)
-    batch_size: int = profile_default("mamba2_model", "batch_size", 64)
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    grad_clip: float = 1.0
-    patience: int = 5
-    max_batches_per_epoch: int = profile_default("mamba2_model", "max_batches_per_epoch", 0)
-    seed: int = 0
-    hidden: int = profile_default("mamba2_model", "hidden", 64)
-    dropout: float = 0.1
-    n_layers: int = profile_default("mamba2_model", "n_layers", 2)
-    d_state: int = 32
-    chunk_size: int = 32
-    nproc_per_node: int = 1
+class Mamba2TrainingConfig(_training_fields("mamba2_model")):
+    hidden: int = delegated(Mamba2Config, "hidden", "Model width (d_model).",
+                            section="mamba2_model")
+    dropout: float = delegated(Mamba2Config, "dropout", "Dropout probability.")
+    n_layers: int = delegated(Mamba2Config, "n_layers", "Mamba-2 blocks.", section="mamba2_model")
+    d_state: int = delegated(Mamba2Config, "d_state", "SSM state size per head.")
+    chunk_size: int = delegated(Mamba2Config, "chunk_size", "SSD scan chunk length.")
+    nproc_per_node: int = Field(default=1, description="Ranks; > 1: torch DDP under torchrun, "
+                                "launched through Dagster Pipes.")
 
 
 ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig

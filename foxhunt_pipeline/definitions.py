@@ -8,6 +8,7 @@ import dagster as dg
 
 from assets import agents, evaluation, features, ingestion, leaderboard, quantization, training
 from foxhunt_pipeline import automation as sensors
+from foxhunt_pipeline.config.settings import load_settings
 from resources.databento_source import DatabentoSource
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client
@@ -34,6 +35,8 @@ def all_assets() -> list:
 def all_checks() -> list:
     return list(dg.load_asset_checks_from_modules(ASSET_MODULES))
 
+
+load_settings()  # the code location starts: read the environment once
 
 defs = dg.Definitions(
     assets=all_assets(),

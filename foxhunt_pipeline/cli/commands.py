@@ -29,6 +29,9 @@ home_option = click.option(
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """foxhunt-pipeline: Databento DBN futures bars to trained, evaluated, quantized models."""
+    from foxhunt_pipeline.config.settings import load_settings
+
+    load_settings()  # the CLI starts: read the environment once
 
 
 @main.command()

@@ -3,13 +3,12 @@ same UI, lineage and run history as sensor- and schedule-started runs."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from foxhunt_pipeline.config.paths import FoxhuntPaths
-from foxhunt_pipeline.config.profiles import PROFILE_ENV
+from foxhunt_pipeline.config.settings import load_settings
 from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
 
 Echo = Callable[[str], None]
@@ -47,9 +46,10 @@ def materialize_selection(
     the selection in one run. Returns False if any step or blocking check failed."""
     import dagster as dg
 
-    os.environ[PROFILE_ENV] = profile  # read when the code location loads
     from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.definitions import defs
+
+    load_settings(profile=profile)  # run configs take their size defaults from it
 
     instance = get_instance(paths)
     new = register_landed_files(instance, paths)

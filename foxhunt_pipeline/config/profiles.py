@@ -1,12 +1,12 @@
 """Named size profiles for training and evaluation defaults.
 
-``FOXHUNT_PROFILE`` (default | demo | fast) is read when the code location loads, so the
-same small settings apply to every run it starts: the UI's, the sensors', the schedule's and
-``foxhunt materialize --profile``. ``default`` keeps each Config's full-size values."""
+``FOXHUNT_PROFILE`` (default | demo | fast) is read into ``settings.Settings`` when the code
+location or the CLI starts; every run's config then takes the active profile's sizes as
+defaults: the UI's, the sensors', the schedule's and ``foxhunt materialize --profile``.
+``default`` keeps each Config's full-size values."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 PROFILE_ENV = "FOXHUNT_PROFILE"
@@ -30,15 +30,3 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "evaluation": {"latency_calls": 30, "bootstrap": 100},
     },
 }
-
-
-def active_profile() -> str:
-    name = os.environ.get(PROFILE_ENV, "default") or "default"
-    if name not in PROFILES:
-        raise ValueError(f"{PROFILE_ENV}={name!r} is not a profile; choose one of {', '.join(PROFILES)}")
-    return name
-
-
-def default(section: str, key: str, fallback: Any) -> Any:
-    """The active profile's value for ``section.key``, else ``fallback`` (the full-size value)."""
-    return PROFILES[active_profile()].get(section, {}).get(key, fallback)

@@ -137,7 +137,10 @@ class _AgentConfig:
 
 @dataclass
 class DQNConfig(_AgentConfig):
-    learning_rate: float = 1e-4
+    """DQN; these defaults are the ``dqn_agent`` asset's too."""
+
+    learning_rate: float = 5e-4
+    gamma: float = 0.5
     n_envs: int = 1  # SB3 DQN steps every copy per train_freq step, filling one buffer
     buffer_size: int = 100_000
     learning_starts: int = 1_000
@@ -158,14 +161,18 @@ class DQNConfig(_AgentConfig):
 
 @dataclass
 class PPOConfig(_AgentConfig):
+    """PPO; these defaults are the ``ppo_agent`` asset's too."""
+
+    learning_rate: float = 1e-3
+    gamma: float = 0.5
     activation: str = "tanh"
-    n_envs: int = 4
+    n_envs: int = 2
     n_steps: int = 512  # per env, per rollout
     batch_size: int = 256
     n_epochs: int = 5
     gae_lambda: float = 0.95
     clip_range: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float = 0.0
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
 

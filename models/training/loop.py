@@ -54,10 +54,12 @@ class TrainingDivergedError(RuntimeError):
 
 @dataclass
 class TrainConfig:
-    epochs: int = 20
+    """The optimisation of one forecaster; these defaults are the training assets' too."""
+
+    epochs: int = 30
     batch_size: int = 64
     lr: float = 1e-3
-    weight_decay: float = 1e-2
+    weight_decay: float = 1e-4
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     schedule: str = "cosine"  # warmup then cosine decay | "onecycle" | "constant"

@@ -1,0 +1,77 @@
+"""One settings object, read when an entry point starts; size profiles as run-config
+defaults; every hyperparameter's default defined once, in the library's dataclass."""
+
+import dagster as dg
+import pytest
+
+from assets.agents import DQNTrainingConfig, PPOTrainingConfig
+from assets.evaluation import EvaluationConfig
+from assets.training import Mamba2TrainingConfig, TFTTrainingConfig
+from foxhunt_pipeline.config import settings as settings_module
+from foxhunt_pipeline.config.settings import Settings, current_settings, load_settings
+from models.agents.train import DQNConfig, PPOConfig
+from models.tft.model import TFTConfig
+from models.training.loop import TrainConfig
+
+
+@pytest.fixture
+def restore_settings():
+    before = settings_module._current
+    yield
+    settings_module._current = before
+
+
+def test_a_profile_chosen_after_the_assets_were_imported_still_counts(restore_settings):
+    # the Config classes above were built under the tests' FOXHUNT_PROFILE=fast
+    load_settings(profile="default")
+    assert TFTTrainingConfig().epochs == 30 and TFTTrainingConfig().hidden == 64
+    assert EvaluationConfig().bootstrap == 1000
+    load_settings(profile="fast")
+    fast = TFTTrainingConfig()
+    assert (fast.epochs, fast.hidden, fast.max_batches_per_epoch) == (2, 16, 15)
+    assert DQNTrainingConfig().total_timesteps == 2_000
+    assert TFTTrainingConfig(epochs=5).epochs == 5  # run config still wins
+
+
+def test_a_run_takes_the_profile_of_the_settings_as_its_config_defaults(restore_settings):
+    seen = {}
+
+    @dg.asset
+    def sized(config: Mamba2TrainingConfig) -> None:
+        seen.update(config.model_dump())
+
+    load_settings(profile="demo")
+    assert dg.materialize([sized]).success
+    assert (seen["epochs"], seen["max_batches_per_epoch"], seen["hidden"]) == (6, 60, 32)
+
+
+def test_the_asset_defaults_are_the_library_defaults_and_the_results_are_unchanged(
+        restore_settings):
+    load_settings(profile="default")
+    tft, train = TFTTrainingConfig(), TrainConfig()
+    assert (tft.epochs, tft.weight_decay, tft.learning_rate) == (train.epochs,
+                                                                 train.weight_decay, train.lr)
+    assert (tft.hidden, tft.heads, tft.dropout) == (TFTConfig.hidden, TFTConfig.heads,
+                                                     TFTConfig.dropout)
+    # the values the assets trained with before the defaults were merged
+    assert (train.epochs, train.weight_decay) == (30, 1e-4)
+    dqn, ppo = DQNTrainingConfig(), PPOTrainingConfig()
+    assert dqn.learning_rate == DQNConfig().learning_rate == 5e-4
+    assert (ppo.learning_rate, ppo.gamma, ppo.n_envs, ppo.ent_coef) == (1e-3, 0.5, 2, 0.0)
+    assert (PPOConfig().learning_rate, PPOConfig().n_envs) == (1e-3, 2)
+
+
+def test_every_config_field_says_what_it_is():
+    for cls in (TFTTrainingConfig, Mamba2TrainingConfig, DQNTrainingConfig,
+                PPOTrainingConfig):
+        undocumented = [n for n, f in cls.model_fields.items() if not f.description]
+        assert not undocumented, (cls.__name__, undocumented)
+
+
+def test_settings_are_read_from_the_environment_given_and_bad_profiles_are_named(
+        restore_settings):
+    assert Settings.from_env({"FOXHUNT_PROFILE": "demo"}).profile == "demo"
+    assert Settings.from_env({}).profile == "default"
+    with pytest.raises(ValueError, match="FOXHUNT_PROFILE='huge'"):
+        Settings.from_env({"FOXHUNT_PROFILE": "huge"})
+    assert load_settings({"FOXHUNT_PROFILE": "fast"}) is current_settings()
