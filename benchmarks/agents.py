@@ -33,7 +33,7 @@ from models.agents.train import (
     train_dqn,
     train_ppo,
 )
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 OLD_P95_MS = {"dqn": 2.1, "ppo": 3.2}
 

@@ -28,7 +28,7 @@ from assets.ddp_worker import model_config_for
 from assets.distributed_training import torchrun_command
 from models.registry import build_model
 from models.training.loop import TrainConfig, train_forecaster
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 PARAMS = {"hidden": 32, "heads": 4, "lstm_layers": 1, "var_width": 4, "dropout": 0.0}
 

@@ -42,7 +42,7 @@ from models.quantization import (
     recommend,
 )
 from models.tft.model import TemporalFusionTransformer, TFTConfig
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 
 def _forecasters(n_f: int, n_k: int, n_s: int, hidden: int) -> dict[str, torch.nn.Module]:

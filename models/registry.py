@@ -1,7 +1,7 @@
 """Model types by name, so a checkpoint's ``model_type`` string rebuilds its model.
 
-Entries are resolved on lookup: ``models.mamba2.model`` is written in parallel and may not
-exist yet, and importing one forecaster must not require the other.
+Entries are resolved on lookup, so importing one forecaster never imports the other (the
+model families are independent packages).
 """
 
 from __future__ import annotations

@@ -47,20 +47,8 @@ class FoxhuntStorage(dg.ConfigurableResource):
         return d
 
     @property
-    def landing(self) -> Path:
-        return self.paths.landing
-
-    @property
-    def warehouse(self) -> Path:
-        return self.paths.warehouse
-
-    @property
     def duckdb_path(self) -> Path:
         return self.paths.duckdb
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.paths.checkpoints
 
     def current_model(self, family: str) -> tuple[dict, Path, Path]:
         """(pointer, local checkpoint path, local run directory) of the family's current model,

@@ -13,8 +13,9 @@ from foxhunt_pipeline.features import build_features
 from foxhunt_pipeline.features.dataset import DatasetConfig, DatasetError, build_training_dataset
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.specs import ROOTS
-from models.windows import TrainingData, synthetic_training_data
+from models.windows import TrainingData
 from tests.features_fixtures import make_continuous
+from tests.model_data import synthetic_training_data
 
 CFG = DatasetConfig()
 

@@ -17,8 +17,8 @@ from models.agents.trading_env import (
     prepare_market_data,
     summarize_backtest,
 )
-from models.windows import synthetic_training_data
 from tests.agent_toy_data import trend_training_data
+from tests.model_data import synthetic_training_data
 
 SHORT, FLAT, LONG = 0, 1, 2
 RAW = EnvConfig(reward_scale=1.0)  # rewards in raw log returns

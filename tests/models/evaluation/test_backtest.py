@@ -17,7 +17,7 @@ from models.evaluation.baselines import (
     trailing_return,
 )
 from models.evaluation.metrics import sharpe_ratio
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 BPY = 252 * 1380
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from models.evaluation.evaluate import EvaluationError, evaluate_agent, evaluate_forecaster
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 Z9 = torch.tensor([-1.2816, -0.8416, -0.5244, -0.2533, 0.0, 0.2533, 0.5244, 0.8416, 1.2816])
 FAST = {"latency_calls": 5, "bootstrap": 300, "seed": 0, "make_plots": False}

@@ -18,7 +18,8 @@ from models.mamba2.model import (
     balanced_chunk,
 )
 from models.mamba2.ssd import ssd_chunked, ssd_sequential
-from models.windows import DEFAULT_QUANTILES, synthetic_training_data
+from models.windows import DEFAULT_QUANTILES
+from tests.model_data import synthetic_training_data
 
 S, F, K, T, H = 3, 4, 2, 12, 5
 

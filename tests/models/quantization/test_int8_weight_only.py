@@ -26,7 +26,7 @@ from models.quantization.int8_weight_only import (
 )
 from models.quantization.report import quantize_forecaster
 from models.tft.model import TemporalFusionTransformer, TFTConfig
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 N_OBSERVED, N_KNOWN, N_STATIC = 247, 14, 7  # the real feature counts
 TARGET_RATIO = 3.5

@@ -11,7 +11,7 @@ from models.agents.policy import PolicyNet
 from models.export import load_artifact
 from models.quantization import Tolerance
 from models.quantization.report import quantize_agent, quantize_forecaster
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 from tests.quant_standins import LSTMForecaster
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

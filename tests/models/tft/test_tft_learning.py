@@ -13,7 +13,8 @@ from models.training.loop import (
     scaled_targets,
     train_forecaster,
 )
-from models.windows import TrainingData, synthetic_training_data
+from models.windows import TrainingData
+from tests.model_data import synthetic_training_data
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

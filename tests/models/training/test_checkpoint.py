@@ -18,7 +18,7 @@ from models.training.checkpoint import (
     read_checkpoint_meta,
     save_checkpoint,
 )
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -17,8 +17,8 @@ from models.registry import build_model
 from models.training.checkpoint import load_checkpoint
 from models.training.distributed import shard, train_forecaster_ddp
 from models.training.loop import TrainConfig, predict_quantiles, train_forecaster
-from models.windows import synthetic_training_data
 from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client
+from tests.model_data import synthetic_training_data
 
 PARAMS = {"hidden": 8, "heads": 2, "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
 # 282 train windows / global batch 37: 8 steps per epoch, the last one 23 windows (12 + 11)

@@ -17,7 +17,7 @@ from models.training.loop import (
     scaled_targets,
     train_forecaster,
 )
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
