@@ -24,10 +24,8 @@ match a single process in distribution, not bit for bit.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,19 +143,11 @@ class DdpWorld(World):
         return f" (rank {self.rank} of {self.size})"
 
 
-def train_forecaster_ddp(
-    model: nn.Module,
-    data: TrainingData,
-    config: TrainConfig,
-    *,
-    device: torch.device | str = "cpu",
-    autocast_dtype: torch.dtype | None = None,
-    checkpoint_dir: Path | None = None,
-    resume: bool = False,
-    on_epoch_end: Callable[[dict[str, float]], None] | None = None,
-) -> TrainResult:
-    """``train_forecaster`` across the initialised process group; ``config.batch_size`` is
-    the global batch. Every rank returns the same ``TrainResult``; ``model`` ends holding
+def train_forecaster_ddp(model: nn.Module, data: TrainingData, config: TrainConfig,
+                         **options: Any) -> TrainResult:
+    """``train_forecaster(model, data, config, **options)`` (device, autocast_dtype,
+    checkpoint_dir, resume, on_epoch_end) across the initialised process group;
+    ``config.batch_size`` is the global batch. Every rank returns the same ``TrainResult``; ``model`` ends holding
     the best weights seen (on every rank)."""
     if not dist.is_initialized():
         raise RuntimeError("train_forecaster_ddp needs an initialised process group "
@@ -166,6 +156,4 @@ def train_forecaster_ddp(
     if config.batch_size < world.size:
         raise ValueError(f"global batch_size {config.batch_size} is smaller than the world "
                          f"size {world.size}: every rank needs at least one window per step")
-    return train_forecaster(model, data, config, device=device, autocast_dtype=autocast_dtype,
-                            checkpoint_dir=checkpoint_dir, resume=resume,
-                            on_epoch_end=on_epoch_end, world=world)
+    return train_forecaster(model, data, config, world=world, **options)
