@@ -20,8 +20,8 @@ start reproduces a shorter one file for file):
 * THE PREDICTABLE COMPONENTS (the only ones), both in the unit-variance
   innovation u_t = a_t + sqrt(1 - s**2) * v_t, so sigma_t stays the return's sd:
   - a latent drift a_t (:mod:`.signal`): a Gaussian AR(1) with a half-life of
-    :data:`DRIFT_HALF_LIFE_S` = 1 hour and a stationary sd of :data:`DRIFT_SD` =
-    0.15 of a 1-minute bar's sigma (s = DRIFT_SD * sqrt(bar seconds / 60), so
+    :data:`DRIFT_HALF_LIFE_S` = 30 minutes and a stationary sd of :data:`DRIFT_SD` =
+    0.2 of a 1-minute bar's sigma (s = DRIFT_SD * sqrt(bar seconds / 60), so
     the same continuous-time process at any bar size). Unobserved, it shows only
     through past returns (momentum over tens of minutes): an oracle that knows
     it and trades the 5-bar expected return against 1 tick + fee per side

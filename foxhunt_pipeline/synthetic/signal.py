@@ -33,8 +33,8 @@ import numpy as np
 
 from foxhunt_pipeline.instruments.specs import RootSpec
 
-DRIFT_SD = 0.15  # stationary sd of the latent drift, in units of a 1-minute bar's sigma
-DRIFT_HALF_LIFE_S = 3600  # the drift's half-life: one hour
+DRIFT_SD = 0.2  # stationary sd of the latent drift, in units of a 1-minute bar's sigma
+DRIFT_HALF_LIFE_S = 1800  # the drift's half-life: 30 minutes
 DRIFT_STREAM = 0x0D21F7  # the drift's own entry in the day's SeedSequence
 ORACLE_HORIZON = 5  # bars ahead the oracle forecasts and trades
 ORACLE_ENTER_K, ORACLE_EXIT_K = 1.0, 0.0  # enter past 1 x cost, leave when the sign turns

@@ -18,6 +18,7 @@ from foxhunt_pipeline.synthetic.dbn_writer import LandedFileConflict
 from foxhunt_pipeline.synthetic.market import tick_moves
 from foxhunt_pipeline.synthetic.run_metadata import read_sidecar, sidecar_path
 from foxhunt_pipeline.synthetic.signal import (
+    DRIFT_HALF_LIFE_S,
     DRIFT_SD,
     OracleDay,
     mean_ticks,
@@ -72,7 +73,7 @@ def test_each_file_has_a_sidecar_with_the_generator_parameters(landed: dict[str,
         assert body["file"] == f.name and f.name.startswith(f"glbx-mdp3-{body['day'].replace('-', '')}")
         g = body["generator"]
         assert g["seed"] == 3 and g["schema"] == "ohlcv-1m" and not g["random_walk"]
-        assert g["drift"]["sd_per_minute"] == DRIFT_SD and g["drift"]["half_life_s"] == 3600
+        assert g["drift"]["sd_per_minute"] == DRIFT_SD and g["drift"]["half_life_s"] == DRIFT_HALF_LIFE_S
         assert set(body["oracle_per_root"]) == {"ES", "ZN"}
     walk = read_sidecar(sidecar_path(next(landed["walk"].glob("*.dbn.zst"))))["generator"]
     assert walk["random_walk"] and walk["ar1_rho"] == 0.0 and walk["drift"]["sd_per_minute"] == 0.0
