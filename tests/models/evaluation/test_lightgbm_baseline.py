@@ -69,11 +69,15 @@ def test_learns_a_planted_signal_and_finds_none_in_noise(planted) -> None:
 def test_all_dataset_quantiles_by_default_and_deterministic_by_seed() -> None:
     data = synthetic_training_data({"train": 900, "validation": 300, "test": 300},
                                    lookback=10, horizon=2, signal=0.5, seed=2)
-    a = fit_lightgbm_quantiles(data, seed=3, num_boost_round=15, min_data_in_leaf=40)
-    b = fit_lightgbm_quantiles(data, seed=3, num_boost_round=15, min_data_in_leaf=40)
+    kw = dict(seed=3, num_boost_round=15, min_data_in_leaf=40, window_mean=True)
+    a, b = fit_lightgbm_quantiles(data, **kw), fit_lightgbm_quantiles(data, **kw)
     assert a.fitted_quantiles == a.quantiles and len(a.boosters) == 2
     assert all(len(row) == 9 for row in a.boosters)
-    np.testing.assert_array_equal(a.predict(data.splits["test"]), b.predict(data.splits["test"]))
+    assert len(a.feature_names) == 2 * 12 + 2 * 10 + 5 and "f_0@mean10" in a.feature_names
+    test = data.splits["test"]
+    np.testing.assert_array_equal(a.predict(test), b.predict(test))
+    ref = predict_windows("lightgbm", a, data.window_dataset("test"), batch_size=64)
+    np.testing.assert_allclose(a.predict(test), ref, rtol=0, atol=1e-6)
 
 
 def test_bad_input_is_named() -> None:
