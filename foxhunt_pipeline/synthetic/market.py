@@ -157,7 +157,6 @@ class SimParams:
     rho: float
     start: date
     drift: DriftParams = NO_DRIFT
-    oracle_cost_ticks: dict[str, float] = field(default_factory=dict)  # root -> one-way ticks
 
 
 class RootSimulator:
@@ -178,7 +177,7 @@ class RootSimulator:
         self.phi_slow = 0.5 ** (params.step_s / VOL_SLOW_HALF_LIFE_S)
         self.phi_fast = 0.5 ** (params.step_s / VOL_FAST_HALF_LIFE_S)
         self.drift_sd, self.phi_drift = params.drift.per_bar(params.step_s)
-        self.oracle_cost = params.oracle_cost_ticks.get(root, oracle_cost_ticks(self.spec))
+        self.oracle_cost = oracle_cost_ticks(self.spec)
         self.last_oracle: OracleDay | None = None  # the latest simulated day's oracle stats
 
     def _offset(self, ym: tuple[int, int]) -> int:
