@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import click
@@ -54,6 +54,24 @@ def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
         schema=schema, start=start.date(), seed=seed, random_walk=random_walk, progress=sys.stderr.isatty(),
     )
     click.echo(f"wrote {len(written)} files to {out}")
+    click.echo(_oracle_line(out, start.date(), start.date() + timedelta(days=max(days - 1, 0))))
+
+
+def _oracle_line(landing: Path, first: date, last: date) -> str:
+    """What an oracle that knows the generator's latent process earned on these days."""
+    from foxhunt_pipeline.synthetic import oracle_summary
+
+    summary = oracle_summary(landing, start=first, end=last)
+    if summary is None:
+        return "oracle: no generator metadata for these days"
+
+    def fmt(stats: dict) -> str:
+        return "-" if stats["sharpe"] is None else f"{stats['sharpe']:.1f}"
+
+    per_root = ", ".join(f"{r} {fmt(s)}" for r, s in summary["per_root"].items())
+    return (f"oracle Sharpe after costs (1 tick + fee per side, 5-bar forecast of the latent "
+            f"drift): {per_root}, pooled {fmt(summary['pooled'])}; parameters and per-day "
+            f"statistics in <file>.generator.json")
 
 
 @main.command()

@@ -14,8 +14,11 @@ day. Records are sorted by (ts_event, instrument_id); a UTC day without bars
 
 The package is split by concept, and every public name stays importable from here:
 
-* :mod:`.market`: the simulated market (price, volatility, the one predictable
-  component, contracts, spreads, volume, OHLC) and its constants.
+* :mod:`.market`: the simulated market (price, volatility, the predictable
+  components, contracts, spreads, volume, OHLC) and its constants.
+* :mod:`.signal`: the latent drift that pays after costs, and the oracle that knows it.
+* :mod:`.run_metadata`: the per-file sidecar ``<file>.generator.json`` (parameters and
+  oracle statistics) and :func:`oracle_summary`, which reads them back.
 * :mod:`.session`: Globex hours, holidays and early closes, seasonality.
 * :mod:`.contracts`: instrument ids, last-trade instants, roll dates.
 * :mod:`.large`: one large file for ingest benchmarks.
@@ -79,6 +82,14 @@ from foxhunt_pipeline.synthetic.market import (
     SimParams,
     check_args,
 )
+from foxhunt_pipeline.synthetic.run_metadata import (
+    SIDECAR_SUFFIX,
+    generator_config,
+    oracle_summary,
+    read_sidecar,
+    sidecar_path,
+    write_sidecar,
+)
 from foxhunt_pipeline.synthetic.session import CHICAGO as CHICAGO
 from foxhunt_pipeline.synthetic.session import (
     DAY_S,
@@ -91,9 +102,26 @@ from foxhunt_pipeline.synthetic.session import OPEN_S as OPEN_S
 from foxhunt_pipeline.synthetic.session import bars_per_session as bars_per_session
 from foxhunt_pipeline.synthetic.session import chicago_clock as chicago_clock
 from foxhunt_pipeline.synthetic.session import seasonality as seasonality
+from foxhunt_pipeline.synthetic.signal import (
+    DEFAULT_DRIFT,
+    DRIFT_HALF_LIFE_S,
+    DRIFT_SD,
+    NO_DRIFT,
+    ORACLE_HORIZON,
+    DriftParams,
+    OracleDay,
+)
 
 __all__ = [
     "AR1_RHO",
+    "DEFAULT_DRIFT",
+    "DRIFT_HALF_LIFE_S",
+    "DRIFT_SD",
+    "NO_DRIFT",
+    "ORACLE_HORIZON",
+    "SIDECAR_SUFFIX",
+    "DriftParams",
+    "OracleDay",
     "AVG_TRADE_SIZE",
     "BASIS_MOVES_PER_SESSION",
     "CARRY_BY_CLASS",
@@ -128,10 +156,14 @@ __all__ = [
     "last_trade_ns",
     "ohlcv_records",
     "open_for",
+    "oracle_summary",
+    "read_sidecar",
     "roll_centre_ns",
     "session_bar_starts",
+    "sidecar_path",
     "sort_records",
     "utc_day_start_ns",
+    "write_sidecar",
 ]
 
 
@@ -148,20 +180,40 @@ def iter_days(
     random_walk: bool = False,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping]]]:
     """(UTC day, sorted records, mappings) for each day, without writing anything."""
+    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk):
+        yield day, recs, maps
+
+
+def _simulate(
+    days: int,
+    roots: Sequence[str],
+    schema: str,
+    start: date,
+    seed: int,
+    random_walk: bool,
+) -> Iterator[tuple[date, np.ndarray, list[Mapping], dict[str, OracleDay]]]:
+    """As :func:`iter_days`, plus each root's oracle statistics for the day."""
     check_args(roots, schema)
     step = STEP_SECONDS[schema]
-    params = SimParams(step_s=step, rho=0.0 if random_walk else AR1_RHO, start=start)
+    params = SimParams(
+        step_s=step,
+        rho=0.0 if random_walk else AR1_RHO,
+        start=start,
+        drift=NO_DRIFT if random_walk else DEFAULT_DRIFT,
+    )
     sims = [RootSimulator(r, seed, params) for r in roots]
     for i in range(days):
         day = start + timedelta(days=i)
         ts = session_bar_starts(day, step)
-        parts, maps = [], []
+        parts, maps, oracle = [], [], {}
         for sim in sims:
             recs, m = sim.simulate_day(day, open_for(sim.root, ts))
             parts.append(recs)
             maps.extend(m)
+            if sim.last_oracle is not None and recs.size:
+                oracle[sim.root] = sim.last_oracle
         recs = sort_records(np.concatenate(parts)) if parts else np.empty(0, dtype=OHLCV_DTYPE)
-        yield day, recs, maps
+        yield day, recs, maps, oracle
 
 
 def generate(
@@ -176,30 +228,35 @@ def generate(
 ) -> list[Path]:
     """Land ``days`` UTC days of synthetic bars from ``start`` under ``out_dir``; returns the
     files written (or already present with identical bytes). Days without bars get no file.
-    Raises :class:`LandedFileConflict` rather than overwrite a different existing file."""
+    Each file gets a sidecar ``<file>.generator.json`` with the generator's parameters and
+    the oracle's statistics for that day (:mod:`.run_metadata`; read them back with
+    :func:`oracle_summary`). Raises :class:`LandedFileConflict` rather than overwrite a
+    different existing file or sidecar."""
     if days < 0:
         raise ValueError(f"days must be >= 0, got {days}")
+    check_args(roots, schema)
     out_dir = Path(out_dir)
     symbols = [f"{r}.FUT" for r in roots]
-    it = iter_days(days, roots, schema, start, seed, random_walk)
+    config = generator_config(roots, schema, start, seed, random_walk)
+    it = _simulate(days, roots, schema, start, seed, random_walk)
     if progress:
         from tqdm import tqdm
 
         it = tqdm(it, total=days, desc="generate", unit="day")
     written: list[Path] = []
-    for day, recs, maps in it:
+    for day, recs, maps, oracle in it:
         if recs.size == 0:
             continue
         t0 = utc_day_start_ns(day)
-        written.append(
-            generate_file(
-                out_dir / dbn_file_name(day, schema),
-                recs,
-                schema=schema,
-                start=t0,
-                end=t0 + DAY_S * NS,
-                symbols=symbols,
-                mappings=maps,
-            )
+        path = generate_file(
+            out_dir / dbn_file_name(day, schema),
+            recs,
+            schema=schema,
+            start=t0,
+            end=t0 + DAY_S * NS,
+            symbols=symbols,
+            mappings=maps,
         )
+        write_sidecar(path, day, config, oracle)
+        written.append(path)
     return written

@@ -17,17 +17,27 @@ start reproduces a shorter one file for file):
     daily halt or the weekend carries an extra gap variance.
   - z_t: Student-t with 4 degrees of freedom scaled to unit variance (fat
     tails).
-* THE PREDICTABLE COMPONENT (the only one): u_t = rho * u_{t-1} +
-  sqrt(1 - rho**2) * z_t with rho = :data:`AR1_RHO` = 0.1, at the bar size of
-  the schema. So consecutive one-bar close-to-close returns of an outright
-  have a lag-1 autocorrelation of about +0.05 to +0.1 (short-horizon
-  momentum; lowest for contracts whose sigma is under a tick, e.g. ZN at 1 s),
-  and two consecutive non-zero moves share their sign 57-64% of the time
-  instead of 50%. Nothing else about the sign of future returns is knowable.
-  ``random_walk=True`` sets rho = 0: every bar's sign is then i.i.d.
-  symmetric and independent of all past prices, volumes and volatility, which
-  keep exactly the same process (same seed: same sigma_t and |z_t|).
+* THE PREDICTABLE COMPONENTS (the only ones), both in the unit-variance
+  innovation u_t = a_t + sqrt(1 - s**2) * v_t, so sigma_t stays the return's sd:
+  - a latent drift a_t (:mod:`.signal`): a Gaussian AR(1) with a half-life of
+    :data:`DRIFT_HALF_LIFE_S` = 30 minutes and a stationary sd of :data:`DRIFT_SD` =
+    0.2 of a 1-minute bar's sigma (s = DRIFT_SD * sqrt(bar seconds / 60), so
+    the same continuous-time process at any bar size). Unobserved, it shows only
+    through past returns (momentum over tens of minutes): an oracle that knows
+    it and trades the 5-bar expected return against 1 tick + fee per side
+    stays profitable after costs; a model must estimate it from past bars.
+  - v_t = rho * v_{t-1} + sqrt(1 - rho**2) * z_t with rho = :data:`AR1_RHO` =
+    0.1, at the bar size of the schema. So consecutive one-bar close-to-close
+    returns of an outright have a lag-1 autocorrelation of about +0.05 to +0.1
+    (short-horizon momentum; lowest for contracts whose sigma is under a tick,
+    e.g. ZN at 1 s), and two consecutive non-zero moves share their sign 57-64%
+    of the time instead of 50%. Too weak alone to pay 1 tick of cost.
+  Nothing else about the sign of future returns is knowable.
+  ``random_walk=True`` sets rho = 0 and s = 0: every bar's sign is then
+  i.i.d. symmetric and independent of all past prices, volumes and volatility,
+  which keep exactly the same process (same seed: same sigma_t and |z_t|).
   Volatility and volume stay forecastable in magnitude, as in real markets.
+  Each day's oracle statistics go to the file's sidecar (:mod:`.run_metadata`).
 * Contracts: quarterly outrights. At any instant the first two unexpired
   contracts trade (expiry = last trade at 08:30 CT for equity index, 12:01 CT
   for treasuries). Contract c prices at S + O_c, O_c a per-contract offset
@@ -83,9 +93,19 @@ from foxhunt_pipeline.synthetic.session import (
     chicago_clock,
     seasonality,
 )
+from foxhunt_pipeline.synthetic.signal import (
+    DRIFT_STREAM,
+    NO_DRIFT,
+    ORACLE_HORIZON,
+    DriftParams,
+    OracleDay,
+    expected_ticks,
+    oracle_cost_ticks,
+    oracle_day,
+)
 
 GENERATED_SCHEMAS = ("ohlcv-1m", "ohlcv-1s")
-AR1_RHO = 0.1  # the documented predictable component: AR(1) of latent 1-bar returns
+AR1_RHO = 0.1  # the weak predictable component: AR(1) of latent 1-bar returns
 T_DOF = 4.0
 VOL_SLOW_SD, VOL_SLOW_HALF_LIFE_S = 0.35, 23 * 3600
 VOL_FAST_SD, VOL_FAST_HALF_LIFE_S = 0.30, 1800
@@ -123,7 +143,9 @@ def tick_moves(x: np.ndarray, uniform: np.ndarray) -> np.ndarray:
 @dataclass
 class _RootState:
     spot: int  # latent price, ticks
-    u: float = 0.0
+    u: float = 0.0  # the AR(1) part v_{t-1} of the innovation
+    drift: float = 0.0  # the latent drift a_{t-1}
+    position: float = 0.0  # the oracle's position held into the next bar
     h_slow: float = 0.0
     h_fast: float = 0.0
     offsets: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -134,6 +156,7 @@ class SimParams:
     step_s: int
     rho: float
     start: date
+    drift: DriftParams = NO_DRIFT
 
 
 class RootSimulator:
@@ -153,6 +176,9 @@ class RootSimulator:
         self.n_session = bars_per_session(params.step_s)
         self.phi_slow = 0.5 ** (params.step_s / VOL_SLOW_HALF_LIFE_S)
         self.phi_fast = 0.5 ** (params.step_s / VOL_FAST_HALF_LIFE_S)
+        self.drift_sd, self.phi_drift = params.drift.per_bar(params.step_s)
+        self.oracle_cost = oracle_cost_ticks(self.spec)
+        self.last_oracle: OracleDay | None = None  # the latest simulated day's oracle stats
 
     def _offset(self, ym: tuple[int, int]) -> int:
         if ym not in self.state.offsets:
@@ -185,7 +211,19 @@ class RootSimulator:
         h = h_slow + h_fast
         h_var = VOL_SLOW_SD**2 + VOL_FAST_SD**2
         z = rng.standard_t(T_DOF, n) * _T_SCALE
-        u = _ar1(z, self.p.rho, math.sqrt(1 - self.p.rho**2), st.u)
+        v = _ar1(z, self.p.rho, math.sqrt(1 - self.p.rho**2), st.u)
+        # the drift has its own stream, so volume, contracts and OHLC draw as before
+        drift_rng = np.random.default_rng(
+            np.random.SeedSequence([self.seed, sp.root_id, step, day.toordinal(), DRIFT_STREAM])
+        )
+        a = _ar1(
+            drift_rng.standard_normal(n),
+            self.phi_drift,
+            self.drift_sd * math.sqrt(1 - self.phi_drift**2),
+            st.drift,
+        )
+        v_gain = math.sqrt(1 - self.drift_sd**2)
+        u = a + v_gain * v
 
         session_sd = sp.daily_vol * st.spot  # ticks
         sigma = session_sd / math.sqrt(self.n_session) * vol_season * np.exp(h - h_var)
@@ -196,9 +234,17 @@ class RootSimulator:
         moves = tick_moves(sigma * u, rng.random(n))
         spot_end = st.spot + np.cumsum(moves)
         spot_start = np.concatenate(([st.spot], spot_end[:-1]))
-        st.spot, st.u, st.h_slow, st.h_fast = (
+        expected = expected_ticks(
+            sigma, a, v, phi=self.phi_drift, rho=self.p.rho, s=self.drift_sd,
+            horizon=ORACLE_HORIZON,
+        )
+        self.last_oracle, st.position = oracle_day(
+            expected, moves, spot_start, self.oracle_cost, st.position, ORACLE_HORIZON
+        )
+        st.spot, st.u, st.drift, st.h_slow, st.h_fast = (
             int(spot_end[-1]),
-            float(u[-1]),
+            float(v[-1]),
+            float(a[-1]),
             float(h_slow[-1]),
             float(h_fast[-1]),
         )

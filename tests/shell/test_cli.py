@@ -47,7 +47,9 @@ def test_generate_writes_daily_files_into_landing(foxhunt_home):
     result = CliRunner().invoke(main, ["generate", "--days", "2", "--roots", "ES", "--start", "2024-01-02"])
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in (foxhunt_home / "landing").iterdir())
-    assert names == ["glbx-mdp3-20240102.ohlcv-1m.dbn.zst", "glbx-mdp3-20240103.ohlcv-1m.dbn.zst"]
+    files = ["glbx-mdp3-20240102.ohlcv-1m.dbn.zst", "glbx-mdp3-20240103.ohlcv-1m.dbn.zst"]
+    assert names == sorted(files + [f + ".generator.json" for f in files])
+    assert "oracle" in result.output  # the oracle's Sharpe after costs, from the sidecars
 
 
 def test_sql_reads_the_duckdb_file_and_names_a_missing_one(foxhunt_home):

@@ -309,7 +309,8 @@ def test_a_landed_file_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(LandedFileConflict, match=re.escape(path.name)):
         generate(tmp_path, 1, roots=("ES",), seed=2)
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temp files left
+    # no temp files left; the sidecar describes the file that stayed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, path.name + ".generator.json"]
 
 
 def test_generate_file_writes_bad_records_verbatim(tmp_path: Path) -> None:
