@@ -95,28 +95,47 @@ class Fold:
                 "test": span(self.test_dates)}
 
 
+def _date_units(dates: Sequence[Any]) -> list[tuple[str, ...]]:
+    """Sorted trade dates as fold units; a partial first or last session (under half the
+    median bars per date, e.g. where the data starts or stops) joins its neighbour."""
+    ds, counts = np.unique(np.asarray([str(d) for d in dates]), return_counts=True)
+    units = [(str(d),) for d in ds]
+    if len(units) > 2:
+        half = 0.5 * float(np.median(counts))
+        if counts[-1] < half:
+            units[-2:] = [units[-2] + units[-1]]
+        if counts[0] < half:
+            units[:2] = [units[0] + units[1]]
+    return units
+
+
 def plan_folds(dates: Sequence[Any], config: WalkForwardConfig) -> list[Fold]:
-    """Folds over the sorted unique trade ``dates`` (anything ``str`` renders as a date)."""
-    ds = sorted({str(d) for d in dates})
+    """Folds over trade ``dates``: one per row (so partial sessions are seen) or unique
+    (anything ``str`` renders as a date)."""
+    units = _date_units(dates)
     need_test = config.folds * config.test_days
-    first_test = len(ds) - need_test
+    first_test = len(units) - need_test
     min_pre = config.validation_days + 1
     if first_test < min_pre:
         raise WalkForwardError(
             f"{config.folds} folds x {config.test_days} test days need at least "
             f"{need_test + min_pre} trade dates ({min_pre} before the first test period for "
-            f"train and validation); the data has {len(ds)}: "
-            f"{ds[0] if ds else '-'} .. {ds[-1] if ds else '-'}")
+            f"train and validation); the data has {len(units)}: "
+            f"{units[0][0] if units else '-'} .. {units[-1][-1] if units else '-'}")
+
+    def flat(us: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+        return tuple(d for u in us for d in u)
+
     folds = []
     for k in range(config.folds):
         start = first_test + k * config.test_days
-        pre = ds[:start]
+        pre = units[:start]
         val = pre[-config.validation_days:]
         train = pre[: -config.validation_days]
         if config.window == "sliding":
             train = train[-int(config.train_days or 0):]
-        folds.append(Fold(k + 1, tuple(train), tuple(val),
-                          tuple(ds[start : start + config.test_days])))
+        folds.append(Fold(k + 1, flat(train), flat(val),
+                          flat(units[start : start + config.test_days])))
     return folds
 
 

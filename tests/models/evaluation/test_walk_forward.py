@@ -192,3 +192,9 @@ def test_lightgbm_is_scored_on_the_same_folds(signal_pool, monkeypatch):
     assert [f.metrics["n_bars"] for f in got.folds] == \
         [f.metrics["n_bars"] for f in res.candidates["foxhunt-signal"].folds]
     assert got.pooled["ic"] > 0.2
+
+
+def test_a_partial_last_session_joins_the_previous_date():
+    per_row = ["d1"] * 100 + ["d2"] * 100 + ["d3"] * 100 + ["d4"] * 100 + ["d5"] * 20
+    folds = plan_folds(per_row, WalkForwardConfig(folds=2, test_days=1))
+    assert folds[-1].test_dates == ("d4", "d5") and folds[0].test_dates == ("d3",)
