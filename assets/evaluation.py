@@ -6,6 +6,7 @@ running cost."""
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -195,10 +196,17 @@ def n_compared(config: EvaluationConfig) -> int:
 
 
 def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConfig, device: str,
-                     log=None, logged: dict | None = None):
+                     log=None, logged: dict | None = None, scored: Callable[[str], set] | None = None):
     """Walk-forward of one family next to every baseline (used by the evaluation assets and
-    by the leaderboard when it re-scores a champion on a newer protocol)."""
-    from models.evaluation.walk_forward import WalkForwardError, row_pool, walk_forward
+    by the leaderboard when it re-scores a champion on a newer protocol). ``scored(protocol)``
+    names the baselines already in model_evaluations under that protocol: they are not
+    scored again (they are deterministic; LightGBM is the costly one)."""
+    from models.evaluation.walk_forward import (
+        WalkForwardError,
+        protocol_id_for,
+        row_pool,
+        walk_forward,
+    )
 
     def on_fold(fold, fold_data) -> None:
         if log is not None:
@@ -206,15 +214,32 @@ def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConf
             log(f"{family} fold {fold.number}: train {d['train']}, validation {d['validation']}, "
                 f"test {d['test']} ({fold_data.splits['test'].n_windows} test windows)")
 
-    candidates = [family_candidate(family, checkpoint, device, logged),
-                  *baseline_candidates(config)]
     try:
-        return walk_forward(row_pool(data, trade_dates), candidates, walk_forward_config(config),
+        pool = row_pool(data, trade_dates)
+        baselines = baseline_candidates(config)
+        if scored is not None:
+            done = scored(protocol_id_for(pool, walk_forward_config(config),
+                                          n_compared=n_compared(config),
+                                          cost_multiplier=config.cost_multiplier,
+                                          bootstrap=config.bootstrap))
+            baselines = [b for b in baselines if b.name not in done]
+        candidates = [family_candidate(family, checkpoint, device, logged), *baselines]
+        return walk_forward(pool, candidates, walk_forward_config(config),
                             n_compared=n_compared(config), cost_multiplier=config.cost_multiplier,
                             threshold_k=config.threshold_k, bootstrap=config.bootstrap,
                             seed=config.seed, on_fold=on_fold)
     except WalkForwardError as e:
         raise dg.Failure(f"{family} walk-forward evaluation: {e}") from e
+
+
+def scored_baselines(storage: FoxhuntStorage, protocol_id: str) -> set[str]:
+    """Baselines with a pooled row under ``protocol_id`` in model_evaluations."""
+    df = storage.read_rows(EVALUATIONS_TABLE)
+    if df.is_empty() or not {"protocol_id", "fold"} <= set(df.columns):
+        return set()
+    hit = df.filter((pl.col("protocol_id") == protocol_id) & (pl.col("fold") == "pooled")
+                    & (pl.col("family") == "baseline"))
+    return set(hit.get_column("model").to_list())
 
 
 def folds_markdown(result) -> str:
@@ -257,7 +282,8 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     prefix = "train" if family in ("tft", "mamba2") else "agent"
     result = run_walk_forward(family, Path(pointer["checkpoint"]), data, config, device,
                               context.log.info,
-                              training_params(mlflow, pointer["mlflow_run_id"], prefix))
+                              training_params(mlflow, pointer["mlflow_run_id"], prefix),
+                              scored=lambda protocol: scored_baselines(storage, protocol))
     running = {k: v for k, v in report.metrics.items()
                if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",
                                 "checkpoint_mb"))}

@@ -552,6 +552,15 @@ def protocol_hash(protocol: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def protocol_id_for(pool: RowPool, config: WalkForwardConfig, *, n_compared: int,
+                    cost_multiplier: float = 1.0, bootstrap: int = 1000) -> str:
+    """The id ``walk_forward`` will give its result, known before anything is trained (so a
+    caller can skip candidates already scored under it)."""
+    return protocol_hash(protocol_of(pool, plan_folds(pool.dates, config), config,
+                                     cost_multiplier=cost_multiplier,
+                                     level=bonferroni_level(n_compared), bootstrap=bootstrap))
+
+
 def walk_forward(
     pool: RowPool,
     candidates: Sequence[Candidate],

@@ -18,6 +18,7 @@ from models.evaluation.walk_forward import (
     fold_data,
     lightgbm_candidate,
     plan_folds,
+    protocol_id_for,
     row_pool,
     trading_baselines,
     walk_forward,
@@ -149,6 +150,8 @@ def test_protocol_id_changes_with_costs_folds_and_data(signal_pool, noise_pool):
     assert walk_forward(signal_pool, cands, WalkForwardConfig(folds=2, test_days=2),
                         bootstrap=20).protocol_id != a.protocol_id
     assert walk_forward(noise_pool, cands, CFG, bootstrap=20).protocol_id != a.protocol_id
+    # known before anything is trained, so scored baselines can be skipped
+    assert protocol_id_for(signal_pool, CFG, n_compared=len(cands), bootstrap=20) == a.protocol_id
 
 
 def test_a_failing_fold_names_itself(signal_pool):
