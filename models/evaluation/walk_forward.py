@@ -48,7 +48,6 @@ from models.evaluation.metrics import (
 )
 from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
 
-POOLED = "pooled"
 FAMILY_WISE_ALPHA = 0.05
 
 
@@ -337,12 +336,11 @@ def _positions_of(name: str, out: np.ndarray, split: SplitArrays, rows: np.ndarr
     return pos
 
 
-def score_fold(candidate: Candidate, fold_train: TrainingData, fold: Fold, *,
+def score_fold(candidate: Candidate, data: TrainingData, fold: Fold, *,
                cost_multiplier: float = 1.0, threshold_k: float = 1.0,
                row_days: np.ndarray | None = None) -> ScoredBars:
     """Fit ``candidate`` on the fold and backtest it on the fold's test bars; ``row_days``
     (one trade date per test row) labels the days of the daily IC."""
-    data = fold_train
     split = data.splits["test"]
     rows = decision_rows(split.window_starts, data.lookback)
     seg = np.asarray(split.segment)[rows]
