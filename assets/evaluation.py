@@ -293,6 +293,9 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-{context.run.run_id}")
     pooled = {**result.candidates[f"foxhunt-{family}"].pooled, **running}
     run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
+    # test_*: the production model on its own test split (as before); wf_*: walk-forward pooled
+    run.log_metrics({f"test_{k}": f for k, v in report.metrics.items()
+                     if (f := _float_or_none(v)) is not None})
     run.log_metrics({f"wf_{k}": f for k, v in pooled.items() if (f := _float_or_none(v)) is not None})
     run.set_tags({"protocol_id": result.protocol_id})
     for path in report.plots.values():
