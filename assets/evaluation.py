@@ -1,12 +1,17 @@
-"""Evaluation assets: every model on the same held-out period, costs and baselines; results
-in DuckDB ``model_evaluations``, the model's MLflow run and the asset's metadata."""
+"""Evaluation assets: every model and baseline under one walk-forward protocol (the same
+folds, bars and costs; ``models.evaluation.walk_forward``); one row per fold plus a pooled
+row per candidate in DuckDB ``model_evaluations``, pooled metrics in the model's MLflow run
+and the asset's metadata. The production model's own test split gives the plots and the
+running cost."""
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
@@ -17,13 +22,19 @@ from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 EVALUATIONS_TABLE = "model_evaluations"
+#: Float columns of model_evaluations (NULL where undefined); the full set is in metrics_json.
 SUMMARY_METRICS = (
-    "sharpe", "sharpe_ci_low", "sharpe_ci_high", "annual_log_return", "max_drawdown", "win_rate_trades",
-    "n_trades", "exposure", "turnover_per_year", "directional_accuracy", "directional_accuracy_ci_low",
-    "directional_accuracy_ci_high", "q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean",
-    "latency_ms_p50", "latency_ms_p95", "latency_ms_p99", "throughput_b32_per_s", "throughput_b256_per_s",
-    "peak_memory_mb", "n_parameters", "checkpoint_mb",
+    "n_bars", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "ci_level", "annual_log_return",
+    "max_drawdown", "n_trades", "turnover", "turnover_per_year", "hit_rate", "exposure", "ic",
+    "rank_ic", "icir", "ic_ci_low", "ic_ci_high", "win_rate_trades", "directional_accuracy",
+    "directional_accuracy_ci_low", "directional_accuracy_ci_high", "q_risk_p50", "q_risk_p90",
+    "coverage_80", "pinball_mean", "latency_ms_p50", "latency_ms_p95", "latency_ms_p99",
+    "throughput_b32_per_s", "throughput_b256_per_s", "peak_memory_mb", "n_parameters",
+    "checkpoint_mb",
 )
+#: String columns, in table order after the identity columns.
+TEXT_COLUMNS = ("protocol_id", "fold", "test_start", "test_end", "sharpe_by_root")
+FAMILIES = ("tft", "mamba2", "dqn", "ppo")
 
 
 class EvaluationConfig(dg.Config):
@@ -32,25 +43,50 @@ class EvaluationConfig(dg.Config):
     latency_calls: int = sized("evaluation", "latency_calls", 200, "Timed calls per model.")
     bootstrap: int = sized("evaluation", "bootstrap", 1000, "Bootstrap resamples per interval.")
     seed: int = 0
+    folds: int = profiles.default("walk_forward", "folds", 4)
+    test_days: int = profiles.default("walk_forward", "test_days", 5)
+    window: str = "expanding"  # or "sliding" (then train_days trade dates of train)
+    train_days: int = 0
+    validation_days: int = profiles.default("walk_forward", "validation_days", 2)
+    lightgbm: bool = True  # score baseline:lightgbm when models.evaluation.lightgbm_baseline exists
 
 
-def evaluation_rows(family: str, version: str, precision: str, report, context_run_id: str,
-                    evaluated_at: datetime) -> pl.DataFrame:
-    """One row for the model and one per baseline, long-lived columns plus the full JSON."""
+def walk_forward_config(config: EvaluationConfig):
+    from models.evaluation.walk_forward import WalkForwardConfig
+
+    return WalkForwardConfig(folds=config.folds, test_days=config.test_days,
+                             window=config.window, train_days=config.train_days or None,
+                             validation_days=config.validation_days)
+
+
+def _iso(ns: int) -> str:
+    return str(datetime.fromtimestamp(ns / 1e9, UTC).replace(tzinfo=None).isoformat()) + "Z"
+
+
+def evaluation_rows(family: str, version: str, precision: str, result, context_run_id: str,
+                    evaluated_at: datetime, extra: dict | None = None) -> pl.DataFrame:
+    """Per candidate of a ``WalkForwardResult``: one row per fold and a ``pooled`` row, all
+    with the protocol id; ``extra`` (running cost) goes to the model's pooled row. Undefined
+    metrics are NULL."""
     rows = []
-    for model, fam, metrics in [(f"foxhunt-{family}", family, report.metrics)] + [
-        (f"baseline:{b}", "baseline", m) for b, m in report.baselines.items()
-    ]:
-        row = {
-            "model": model, "family": fam, "evaluated_for": family,
-            "version": version if fam != "baseline" else "", "precision": precision,
-            "evaluated_at": evaluated_at, "dagster_run_id": context_run_id,
-            "test_start": report.period.get("test_start", ""), "test_end": report.period.get("test_end", ""),
-        }
-        row.update({k: _float_or_none(metrics.get(k)) for k in SUMMARY_METRICS})
-        row["metrics_json"] = json.dumps({k: _float_or_none(v) for k, v in metrics.items()})
-        rows.append(row)
-    schema = {k: pl.Float64 for k in SUMMARY_METRICS}
+    for name, cand in result.candidates.items():
+        baseline = name.startswith("baseline:")
+        ident = {"model": name, "family": "baseline" if baseline else family,
+                 "evaluated_for": family, "version": "" if baseline else version,
+                 "precision": precision, "evaluated_at": evaluated_at,
+                 "dagster_run_id": context_run_id, "protocol_id": result.protocol_id}
+        parts = [(str(f.fold.number), f.metrics, f.test_start_ns, f.test_end_ns) for f in cand.folds]
+        parts.append(("pooled", {**cand.pooled, **({} if baseline else extra or {})},
+                      min(f.test_start_ns for f in cand.folds), max(f.test_end_ns for f in cand.folds)))
+        for fold, metrics, lo, hi in parts:
+            roots = {k.removeprefix("sharpe_"): _float_or_none(v) for k, v in metrics.items()
+                     if k.startswith("sharpe_") and k.removeprefix("sharpe_").isupper()}
+            row = {**ident, "fold": fold, "test_start": _iso(lo), "test_end": _iso(hi),
+                   "sharpe_by_root": json.dumps(roots, sort_keys=True)}
+            row.update({k: _float_or_none(metrics.get(k)) for k in SUMMARY_METRICS})
+            row["metrics_json"] = json.dumps({k: _float_or_none(v) for k, v in metrics.items()})
+            rows.append(row)
+    schema = {k: pl.Float64 for k in SUMMARY_METRICS} | {k: pl.String for k in TEXT_COLUMNS}
     return pl.DataFrame(rows, schema_overrides=schema | {"evaluated_at": pl.Datetime("us", "UTC")})
 
 
@@ -62,12 +98,170 @@ def _float_or_none(v) -> float | None:
     return f if f == f and abs(f) != float("inf") else None
 
 
+def _meta_float(v) -> dg.MetadataValue:
+    """A metric for asset metadata: the number, or "-" when it is undefined (never 0)."""
+    f = _float_or_none(v)
+    return dg.MetadataValue.float(f) if f is not None else dg.MetadataValue.text("-")
+
+
 def _png_markdown(plots: dict[str, Path]) -> str:
     parts = []
     for name, path in plots.items():
         data = base64.b64encode(Path(path).read_bytes()).decode()
         parts.append(f"**{name}**\n\n![{name}](data:image/png;base64,{data})")
     return "\n\n".join(parts)
+
+
+def trade_dates(ts_ns) -> np.ndarray:
+    """CME trade date of each timestamp (the features' calendar)."""
+    from foxhunt_pipeline.features.grid import trade_date_expr
+
+    frame = pl.DataFrame({"ts_event": pl.Series(np.asarray(ts_ns, np.int64)).cast(
+        pl.Datetime("ns", "UTC"))})
+    return frame.select(trade_date_expr().cast(pl.String)).to_series().to_numpy()
+
+
+def baseline_candidates(config: EvaluationConfig) -> list:
+    from models.evaluation.walk_forward import (
+        climatology_candidate,
+        lightgbm_candidate,
+        trading_baselines,
+    )
+
+    out = [*trading_baselines((1,)), climatology_candidate()]
+    lgb = lightgbm_candidate(seed=config.seed) if config.lightgbm else None
+    return out + ([lgb] if lgb is not None else [])
+
+
+def _param_value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+def training_params(mlflow: MLflowResource, run_id: str, prefix: str) -> dict:
+    """The ``prefix.*`` parameters the training asset logged (its effective config), nested."""
+    params = mlflow.client().get_run(run_id).data.params
+    out: dict = {}
+    for key, text in params.items():
+        if not key.startswith(prefix + "."):
+            continue
+        *path, leaf = key.removeprefix(prefix + ".").split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = _param_value(text)
+    return out
+
+
+def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | None = None):
+    """The family's walk-forward candidate with the production model's configuration: the
+    checkpoint's architecture and the training config its run logged (``logged``; the
+    profile's defaults when the run logged none), retrained from scratch on each fold."""
+    from models.evaluation.family_candidates import agent_candidate, forecaster_candidate
+
+    name, logged = f"foxhunt-{family}", dict(logged or {})
+    if family in ("tft", "mamba2"):
+        from assets.training import Mamba2TrainingConfig, TFTTrainingConfig
+        from models.training.checkpoint import read_checkpoint_meta
+        from models.training.loop import TrainConfig
+
+        cls = TFTTrainingConfig if family == "tft" else Mamba2TrainingConfig
+        cfg = cls(**{k: v for k, v in logged.items() if k in cls.model_fields})
+        train = TrainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.learning_rate,
+                            weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
+                            patience=cfg.patience, seed=cfg.seed,
+                            max_batches_per_epoch=cfg.max_batches_per_epoch or None)
+        meta = read_checkpoint_meta(checkpoint)
+        return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device)
+    from assets.agents import DQNTrainingConfig, PPOTrainingConfig
+    from models.agents import train as agents
+    from models.agents.trading_env import EnvConfig
+
+    cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
+    if not logged:
+        fields = (DQNTrainingConfig() if family == "dqn" else PPOTrainingConfig()).model_dump()
+        env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
+        fields["eval_freq"] = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
+        logged = {**fields, "env": env}
+    elif isinstance(logged.get("env"), dict):
+        logged["env"] = EnvConfig(**logged["env"])
+    return agent_candidate(name, family, cls.from_dict({**logged, "device": device}))
+
+
+def n_compared(config: EvaluationConfig) -> int:
+    """Models and baselines that make skill claims on one protocol (the Bonferroni count)."""
+    return len(FAMILIES) + len(baseline_candidates(config))
+
+
+def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConfig, device: str,
+                     log=None, logged: dict | None = None, scored: Callable[[str], set] | None = None):
+    """Walk-forward of one family next to every baseline (used by the evaluation assets and
+    by the leaderboard when it re-scores a champion on a newer protocol). ``scored(protocol)``
+    names the baselines already in model_evaluations under that protocol: they are not
+    scored again (they are deterministic; LightGBM is the costly one)."""
+    from models.evaluation.walk_forward import (
+        WalkForwardError,
+        protocol_id_for,
+        row_pool,
+        walk_forward,
+    )
+
+    def on_fold(fold, fold_data) -> None:
+        if log is not None:
+            d = fold.describe()
+            log(f"{family} fold {fold.number}: train {d['train']}, validation {d['validation']}, "
+                f"test {d['test']} ({fold_data.splits['test'].n_windows} test windows)")
+
+    try:
+        pool = row_pool(data, trade_dates)
+        baselines = baseline_candidates(config)
+        if scored is not None:
+            done = scored(protocol_id_for(pool, walk_forward_config(config),
+                                          n_compared=n_compared(config),
+                                          cost_multiplier=config.cost_multiplier,
+                                          bootstrap=config.bootstrap))
+            baselines = [b for b in baselines if b.name not in done]
+        candidates = [family_candidate(family, checkpoint, device, logged), *baselines]
+        return walk_forward(pool, candidates, walk_forward_config(config),
+                            n_compared=n_compared(config), cost_multiplier=config.cost_multiplier,
+                            threshold_k=config.threshold_k, bootstrap=config.bootstrap,
+                            seed=config.seed, on_fold=on_fold)
+    except WalkForwardError as e:
+        raise dg.Failure(f"{family} walk-forward evaluation: {e}") from e
+
+
+def scored_baselines(storage: FoxhuntStorage, protocol_id: str) -> set[str]:
+    """Baselines with a pooled row under ``protocol_id`` in model_evaluations."""
+    df = storage.read_rows(EVALUATIONS_TABLE)
+    if df.is_empty() or not {"protocol_id", "fold"} <= set(df.columns):
+        return set()
+    hit = df.filter((pl.col("protocol_id") == protocol_id) & (pl.col("fold") == "pooled")
+                    & (pl.col("family") == "baseline"))
+    return set(hit.get_column("model").to_list())
+
+
+def folds_markdown(result) -> str:
+    lines = ["| fold | train | validation | test |", "|---|---|---|---|"]
+    for f in result.folds:
+        d = f.describe()
+        lines.append(f"| {f.number} | {d['train']} | {d['validation']} | {d['test']} |")
+    return "\n".join(lines)
+
+
+def walk_forward_markdown(result) -> str:
+    """Pooled metrics of every candidate, "-" where undefined."""
+    cols = ("sharpe", "sharpe_ci_low", "n_trades", "turnover", "hit_rate", "ic", "rank_ic",
+            "icir", "ic_ci_low")
+    lines = ["| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, c in result.candidates.items():
+        cells = [("-" if (v := _float_or_none(c.pooled.get(k))) is None else f"{v:.4g}")
+                 for k in cols]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    level = next(iter(result.candidates.values())).pooled.get("ci_level")
+    return (f"Pooled over {len(result.folds)} folds; CI lower bounds at the "
+            f"Bonferroni-adjusted level {level:.4f}.\n\n" + "\n".join(lines))
 
 
 def _evaluate(family: str, context: dg.AssetExecutionContext, config: EvaluationConfig,
@@ -79,28 +273,51 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     out_dir = run_dir / "evaluation"
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
                   latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
+    # the production model (trained on all data up to its test split): plots and running cost
     if family in ("tft", "mamba2"):
         report = _evaluate_forecaster(family, pointer, data, config, kwargs)
     else:
         report = _evaluate_agent(family, pointer, data, kwargs)
+    # the skill claim: walk-forward, one fresh model per fold
+    prefix = "train" if family in ("tft", "mamba2") else "agent"
+    result = run_walk_forward(family, Path(pointer["checkpoint"]), data, config, device,
+                              context.log.info,
+                              training_params(mlflow, pointer["mlflow_run_id"], prefix),
+                              scored=lambda protocol: scored_baselines(storage, protocol))
+    running = {k: v for k, v in report.metrics.items()
+               if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",
+                                "checkpoint_mb"))}
     now = datetime.now(UTC)
-    rows = evaluation_rows(family, pointer["version"], "fp32", report, context.run.run_id, now)
+    rows = evaluation_rows(family, pointer["version"], "fp32", result, context.run.run_id, now,
+                           extra=running)
     storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-{context.run.run_id}")
+    pooled = {**result.candidates[f"foxhunt-{family}"].pooled, **running}
     run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
-    run.log_metrics({f"test_{k}": f for k, v in report.metrics.items() if (f := _float_or_none(v)) is not None})
+    # test_*: the production model on its own test split (as before); wf_*: walk-forward pooled
+    run.log_metrics({f"test_{k}": f for k, v in report.metrics.items()
+                     if (f := _float_or_none(v)) is not None})
+    run.log_metrics({f"wf_{k}": f for k, v in pooled.items() if (f := _float_or_none(v)) is not None})
+    run.set_tags({"protocol_id": result.protocol_id})
     for path in report.plots.values():
         run.log_artifact(Path(path), "evaluation")
     storage.store_run_outputs(pointer, run_dir, out_dir)
-    m = report.metrics
     return dg.MaterializeResult(
         metadata={
             "model": f"{pointer['registered_model']} v{pointer['version']}",
-            "test_period": f"{report.period.get('test_start')} .. {report.period.get('test_end')}",
-            "sharpe": _float_or_none(m.get("sharpe")) or 0.0,
-            "directional_accuracy": _float_or_none(m.get("directional_accuracy")) or 0.0,
-            "q_risk_p50": _float_or_none(m.get("q_risk_p50")) or 0.0,
-            "latency_ms_p95": _float_or_none(m.get("latency_ms_p95")) or 0.0,
-            "comparison": dg.MetadataValue.md(report.markdown),
+            "protocol_id": result.protocol_id,
+            "folds": dg.MetadataValue.md(folds_markdown(result)),
+            "test_period": f"{result.folds[0].describe()['test'].split(' .. ')[0]} .. "
+                           f"{result.folds[-1].describe()['test'].split(' .. ')[-1]}",
+            "sharpe": _meta_float(pooled.get("sharpe")),
+            "sharpe_ci_low": _meta_float(pooled.get("sharpe_ci_low")),
+            "ic": _meta_float(pooled.get("ic")),
+            "ic_ci_low": _meta_float(pooled.get("ic_ci_low")),
+            "n_trades": _meta_float(pooled.get("n_trades")),
+            "hit_rate": _meta_float(pooled.get("hit_rate")),
+            "q_risk_p50": _meta_float(pooled.get("q_risk_p50")),
+            "latency_ms_p95": _meta_float(pooled.get("latency_ms_p95")),
+            "walk_forward": dg.MetadataValue.md(walk_forward_markdown(result)),
+            "production_model_test_split": dg.MetadataValue.md(report.markdown),
             "plots": dg.MetadataValue.md(_png_markdown(report.plots)),
             "mlflow_run_id": pointer["mlflow_run_id"],
         }
@@ -123,7 +340,6 @@ def _evaluate_forecaster(family: str, pointer: dict, data, config: EvaluationCon
 def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
     """The policy acts sequentially (its observation holds its own position), so positions come
     from the environment's batched replay; the evaluation then scores them like any model's."""
-    import numpy as np
     import torch
 
     from models.agents.policy import load_policy
@@ -150,11 +366,15 @@ def _evaluation_asset(family: str, upstream: str):
         group_name="evaluation",
         kinds={"pytorch", "duckdb", "mlflow"},
         owners=OWNERS,
-        code_version=code_version_of("models.evaluation.evaluate", "models.evaluation.backtest", "models.evaluation.metrics"),
+        code_version=code_version_of("models.evaluation.evaluate", "models.evaluation.backtest",
+                                     "models.evaluation.metrics", "models.evaluation.walk_forward",
+                                     "models.evaluation.family_candidates"),
         automation_condition=EAGER_AFTER_CHECKS,
-        description=f"Out-of-sample evaluation of {upstream} on the test split: forecast and "
-        "trading metrics with costs and next-bar fills, bootstrap CIs, running cost, next to the "
-        "flat / buy-and-hold / momentum (and climatology) baselines.",
+        description=f"Walk-forward evaluation of {upstream}'s configuration: one fresh model per "
+        "fold, scored with costs and next-bar fills on the same folds and bars as the flat / "
+        "buy-and-hold / momentum / climatology / LightGBM baselines; per-fold and pooled metrics "
+        "(Sharpe, IC, trades) with Bonferroni-adjusted block-bootstrap CIs, and the production "
+        "model's plots and running cost.",
     )
     def _asset(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: FoxhuntStorage,
                mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:

@@ -1,7 +1,9 @@
-"""The leaderboard: every model and baseline side by side; champion / challenger promotion
-through the MLflow registry alias ``champion``."""
+"""The leaderboard: every model and baseline side by side on one walk-forward protocol;
+champion / challenger promotion through the MLflow registry alias ``champion``."""
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -10,6 +12,7 @@ from assets.common import OWNERS, code_version_of
 from assets.evaluation import (
     EVALUATIONS_TABLE,
     dqn_evaluation,
+    evaluation_rows,
     mamba2_evaluation,
     ppo_evaluation,
     tft_evaluation,
@@ -23,65 +26,84 @@ OVERALL_TAG = "foxhunt.overall_champion"
 
 
 class LeaderboardConfig(dg.Config):
-    """Promotion rule: ``metric`` (any column of model_evaluations), its direction, and whether
-    the challenger's bootstrap lower bound must beat instead of its point value."""
+    """Promotion rule: ``metric`` (any column of model_evaluations), its direction, and the
+    challenger's value that must beat the champion and the baselines (default: its Sharpe CI
+    lower bound, at the Bonferroni-adjusted level of the protocol)."""
 
     metric: str = "sharpe"
     higher_is_better: bool = True
-    challenger_key: str = ""
+    challenger_key: str = "sharpe_ci_low"
     min_improvement: float = 0.0
+    rescore_champions: bool = True  # re-score a champion that has no row on the protocol
 
 
 def _fp32(evaluations: pl.DataFrame) -> pl.DataFrame:
-    return evaluations.filter(pl.col("precision") == "fp32") if evaluations.height else evaluations
-
-
-def latest_evaluations(evaluations: pl.DataFrame) -> tuple[list[dict], dict[str, dict]]:
-    """Newest fp32 evaluation per family, and the baselines evaluated on the same test period."""
-    df = _fp32(evaluations)
-    if df.is_empty():
-        return [], {}
-    newest = df.sort("evaluated_at").group_by("model", maintain_order=True).last()
-    models = newest.filter(pl.col("family") != "baseline")
-    rows = [_row(r) for r in models.iter_rows(named=True)]
-    baselines = {
-        r["model"].removeprefix("baseline:"): _row(r)
-        for r in newest.filter(pl.col("family") == "baseline").iter_rows(named=True)
-    }
-    return rows, baselines
+    if evaluations.is_empty() or "precision" not in evaluations.columns:
+        return evaluations
+    return evaluations.filter(pl.col("precision") == "fp32")
 
 
 def _row(r: dict) -> dict:
     out = {k: v for k, v in r.items() if k != "metrics_json"}
-    out.update(json.loads(r.get("metrics_json") or "{}"))
+    for k, v in json.loads(r.get("metrics_json") or "{}").items():
+        out.setdefault(k, v)
+    out["evaluated_at"] = str(out.get("evaluated_at") or "")
     return out
 
 
-def current_champions(mlflow: MLflowResource, evaluations: pl.DataFrame,
-                      families: list[str]) -> dict[str, dict | None]:
-    """Per family: the evaluation row of the version holding the alias; overall: the family
-    tagged as overall champion."""
-    client = mlflow.client()
+def evaluation_dicts(evaluations: pl.DataFrame) -> list[dict]:
+    """fp32 rows as dicts; rows written before walk-forward (no ``fold``) are left out."""
     df = _fp32(evaluations)
-    champions: dict[str, dict | None] = {}
-    overall = None
+    if df.is_empty() or "fold" not in df.columns or "protocol_id" not in df.columns:
+        return []
+    return [_row(r) for r in df.iter_rows(named=True)]
+
+
+def champion_refs(mlflow: MLflowResource, families: list[str]) -> tuple[dict[str, dict], str | None]:
+    """Per family the version holding the alias ``champion`` (absent: none), and the family
+    tagged overall champion."""
+    client = mlflow.client()
+    refs, overall = {}, None
     for family in families:
         name = model_store.REGISTERED_NAMES[family]
         try:
-            version = client.get_model_version_by_alias(name, CHAMPION_ALIAS).version
+            mv = client.get_model_version_by_alias(name, CHAMPION_ALIAS)
         except Exception:
-            champions[family] = None
             continue
-        hit = df.filter((pl.col("family") == family) & (pl.col("version") == str(version))).sort("evaluated_at")
-        champions[family] = _row(hit.row(-1, named=True)) if hit.height else None
+        refs[family] = {"family": family, "model": name, "version": str(mv.version),
+                        "run_id": mv.run_id}
         try:
-            tags = client.get_registered_model(name).tags
+            if client.get_registered_model(name).tags.get(OVERALL_TAG) == "true":
+                overall = family
         except Exception:
-            tags = {}
-        if tags.get(OVERALL_TAG) == "true":
-            overall = champions[family]
-    champions["overall"] = overall
-    return champions
+            pass
+    return refs, overall
+
+
+def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
+                     mlflow: MLflowResource, champion: dict) -> list[dict]:
+    """Evaluate the champion's registered artifact under today's walk-forward protocol (its
+    configuration retrained on each fold, as every evaluation does); returns the new rows."""
+    import tempfile
+
+    from mlflow.artifacts import download_artifacts
+
+    from assets.evaluation import EvaluationConfig, run_walk_forward, training_params
+    from assets.training import load_dataset
+
+    family = champion["family"]
+    config = EvaluationConfig()
+    with tempfile.TemporaryDirectory(dir=storage.scratch) as tmp:
+        ckpt = Path(download_artifacts(run_id=champion["run_id"], artifact_path="checkpoint",
+                                       dst_path=tmp, tracking_uri=mlflow.resolved_uri()))
+        prefix = "train" if family in ("tft", "mamba2") else "agent"
+        result = run_walk_forward(family, ckpt, load_dataset(storage), config, "cpu",
+                                  context.log.info,
+                                  training_params(mlflow, champion["run_id"], prefix))
+    rows = evaluation_rows(family, champion["version"], "fp32", result, context.run.run_id,
+                           datetime.now(UTC))
+    storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-rescore-{context.run.run_id}")
+    return [_row(r) for r in rows.iter_rows(named=True)]
 
 
 @dg.asset(
@@ -91,30 +113,59 @@ def current_champions(mlflow: MLflowResource, evaluations: pl.DataFrame,
     owners=OWNERS,
     code_version=code_version_of("models.evaluation.leaderboard"),
     automation_condition=dg.AutomationCondition.eager(),
-    description="All models and baselines side by side on the same test period; sets the MLflow "
-    "alias `champion` per family and overall only when the challenger beats the current "
-    "champion and every baseline, and says why not otherwise.",
+    description="All models and baselines side by side on one walk-forward protocol (same "
+    "folds, data and costs); sets the MLflow alias `champion` per family and overall only when "
+    "the challenger's Sharpe CI lower bound beats the current champion (re-scored on this "
+    "protocol when needed) and every baseline, LightGBM included, and says why not otherwise.",
 )
 def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
-    from models.evaluation.leaderboard import baseline_rows, choose_champions, leaderboard_markdown
+    from models.evaluation.leaderboard import (
+        champion_on_protocol,
+        choose_champions,
+        leaderboard_markdown,
+        rows_on_protocol,
+        verdict,
+    )
 
-    evaluations = storage.read_rows(EVALUATIONS_TABLE)
-    rows, baselines = latest_evaluations(evaluations)
+    evaluations = evaluation_dicts(storage.read_rows(EVALUATIONS_TABLE))
+    protocol, rows, baselines, elsewhere = rows_on_protocol(evaluations)
     if not rows:
-        raise dg.Failure(f"no model evaluations in {storage.evaluations_location(EVALUATIONS_TABLE)}: "
-                         "materialize the evaluations first")
+        raise dg.Failure(f"no walk-forward model evaluations in "
+                         f"{storage.evaluations_location(EVALUATIONS_TABLE)}: materialize the "
+                         "evaluations first")
     families = sorted({r["family"] for r in rows})
-    champions = current_champions(mlflow, evaluations, families)
+    refs, overall_family = champion_refs(mlflow, families)
+    champions: dict[str, dict | None] = {}
+    refused: dict[str, str] = {}
+    notes = []
+
+    def rescore(champ: dict) -> list[dict]:
+        return rescore_champion(context, storage, mlflow, champ)
+
+    for family, ref in refs.items():
+        row, how = champion_on_protocol(ref, evaluations, protocol,
+                                        rescore if config.rescore_champions else None)
+        champions[family] = row
+        if row is None:
+            refused[family] = how
+        elif how == "re-scored":
+            notes.append(f"- champion {ref['model']} v{ref['version']} was re-scored on this "
+                         "protocol before the comparison")
+    if overall_family is not None:
+        champions["overall"] = champions.get(overall_family)
+        if overall_family in refused:
+            refused["overall"] = refused[overall_family]
     decisions = choose_champions(
         rows, config.metric, config.higher_is_better, champions, baselines,
         min_improvement=config.min_improvement, challenger_key=config.challenger_key or None,
+        refused=refused,
     )
     client = mlflow.client()
     lines = []
     for scope, d in sorted(decisions.items()):
-        verdict = "PROMOTED" if d.promote else "kept"
-        lines.append(f"- **{scope}**: {verdict}: {d.reason}")
+        has = (overall_family is not None) if scope == "overall" else scope in refs
+        lines.append(f"- **{scope}**: {verdict(d, has)}: {d.reason}")
         if not d.promote or d.winner is None:
             continue
         family = d.winner["family"]
@@ -125,14 +176,24 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
                                                 "true" if other == family else "false")
         client.set_registered_model_alias(name, CHAMPION_ALIAS, str(d.winner["version"]))
         context.log.info(f"{scope}: {name} v{d.winner['version']} is now {CHAMPION_ALIAS}")
-    table = leaderboard_markdown(rows + baseline_rows(baselines), config.metric, config.higher_is_better)
-    text = f"## Leaderboard (by {config.metric})\n\n{table}\n\n### Champion decisions\n\n" + "\n".join(lines)
+    table = leaderboard_markdown(rows + list(baselines.values()), config.metric,
+                                 config.higher_is_better)
+    level = next((r.get("ci_level") for r in rows if r.get("ci_level") is not None), None)
+    head = (f"## Leaderboard (by {config.metric}; promotion on the challenger's "
+            f"{config.challenger_key or config.metric})\n\nProtocol `{protocol}`: pooled over "
+            "the walk-forward test folds; CI bounds at the Bonferroni-adjusted level "
+            f"{'-' if level is None else f'{float(level):.4f}'}; '-' = undefined.")
+    text = f"{head}\n\n{table}\n\n### Champion decisions\n\n" + "\n".join(lines + notes)
+    if elsewhere:
+        text += "\n\n### Not compared (evaluated on another protocol)\n\n" + "\n".join(
+            f"- {r['model']} v{r.get('version')}: protocol `{r['protocol_id']}`" for r in elsewhere)
     out = storage.warehouse_root / "model_leaderboard" / "leaderboard.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
     return dg.MaterializeResult(
         metadata={
             "leaderboard": dg.MetadataValue.md(text),
+            "protocol_id": protocol,
             "promoted": ", ".join(s for s, d in decisions.items() if d.promote) or "none",
             "models": dg.MetadataValue.int(len(rows)),
             "path": dg.MetadataValue.path(str(out)),

@@ -19,6 +19,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "dqn_agent": {"total_timesteps": 20_000},
         "ppo_agent": {"total_timesteps": 20_000},
         "evaluation": {"latency_calls": 200, "bootstrap": 500},
+        # walk-forward: 3 folds x 2 test trade dates (12 calendar days hold ~9 trade dates)
+        "walk_forward": {"folds": 3, "test_days": 2, "validation_days": 1},
     },
     "fast": {
         "tft_model": {"epochs": 2, "max_batches_per_epoch": 15, "hidden": 16, "batch_size": 64,
@@ -28,5 +30,6 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "dqn_agent": {"total_timesteps": 2_000},
         "ppo_agent": {"total_timesteps": 2_048},
         "evaluation": {"latency_calls": 30, "bootstrap": 100},
+        "walk_forward": {"folds": 2, "test_days": 1, "validation_days": 1},
     },
 }

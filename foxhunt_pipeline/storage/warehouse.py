@@ -138,6 +138,15 @@ def write_duckdb_views(
     return sorted(sources)
 
 
+def _add_missing_columns(con, table: str, source: str) -> None:
+    """A newer writer's columns are added to an existing table (older rows read NULL), so a
+    schema that grows never breaks a home written by an older version."""
+    have = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+    for name, dtype, *_ in con.execute(f"DESCRIBE {source}").fetchall():
+        if name not in have:
+            con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {dtype}').fetchall()
+
+
 def append_duckdb_table(duckdb_path: Path | str, table: str, df: pl.DataFrame) -> int:
     """Append rows to ``table``, creating it from ``df``'s schema first; returns its row count."""
     if not table.isidentifier():
@@ -150,6 +159,7 @@ def append_duckdb_table(duckdb_path: Path | str, table: str, df: pl.DataFrame) -
         con.execute(
             f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM append_in LIMIT 0"
         ).fetchall()
+        _add_missing_columns(con, table, "append_in")
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM append_in").fetchall()
         con.unregister("append_in")
         (count,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()  # type: ignore[misc]

@@ -5,12 +5,18 @@ A row is a flat dict with ``model`` (name), optionally ``family`` (``tft``, ``dq
 best row by ``metric``; it is promoted only when it beats every baseline that reports the
 metric *and* the current champion. Rows and baselines without a finite value of the metric
 cannot win and cannot be beaten: a scope where no baseline reports it promotes nobody.
+A row that says it made no trade (``n_trades`` 0 or null) cannot win on a trading metric.
+
+Like for like: rows are compared only within one ``protocol_id`` (walk-forward folds,
+dataset version, cost model; ``models.evaluation.walk_forward``). ``rows_on_protocol``
+picks the protocol of the newest model evaluation and its pooled rows;
+``champion_on_protocol`` finds the champion's row there or has it re-scored.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +53,20 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return a.get("model") == b.get("model") and a.get("version") == b.get("version")
 
 
+#: Metrics of the trading backtest: a model that never traded cannot win on them.
+TRADING_METRICS = frozenset({"sharpe", "sharpe_ci_low", "sortino", "annual_log_return",
+                             "total_log_return", "win_rate_trades", "hit_rate"})
+
+
+def _no_trades(row: Mapping[str, Any]) -> bool:
+    """True when the row says it made no trade (``n_trades`` 0 or null); rows without the
+    key (callers that do not track trades) are not judged."""
+    if "n_trades" not in row:
+        return False
+    n = _value(row, "n_trades")
+    return math.isnan(n) or n <= 0
+
+
 def _baseline_map(baselines: Baselines) -> dict[str, Mapping[str, Any]]:
     if baselines is None:
         return {}
@@ -72,10 +92,13 @@ def choose_champion(
     ``sharpe_ci_low``) compares the challenger's conservative bound instead of its point
     estimate against the baselines and the champion (who are taken at ``metric``)."""
     sign = 1.0 if higher_is_better else -1.0
-    candidates = [r for r in rows if not math.isnan(_value(r, metric))]
+    finite = [r for r in rows if not math.isnan(_value(r, metric))]
+    candidates = [r for r in finite if not (metric in TRADING_METRICS and _no_trades(r))]
     if not candidates:
-        return Decision(False, None, f"no model in {scope} reports a finite {metric}", scope,
-                        metric)
+        idle = [_label(r) for r in finite if r not in candidates]
+        why = f" ({', '.join(idle)} made no trade)" if idle else ""
+        return Decision(False, None, f"no model in {scope} reports a finite {metric}{why}",
+                        scope, metric)
     best = dict(max(candidates, key=lambda r: sign * _value(r, metric)))
     shown = _value(best, challenger_key) if challenger_key else _value(best, metric)
     what = f"{_label(best)} ({challenger_key or metric} = {shown:.6g})"
@@ -123,19 +146,101 @@ def choose_champions(
     *,
     min_improvement: float = 0.0,
     challenger_key: str | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> dict[str, Decision]:
     """One decision per ``family`` found in ``rows`` plus ``overall`` (all rows).
 
-    ``current_champions`` maps a family (or ``overall``) to its current champion row."""
+    ``current_champions`` maps a family (or ``overall``) to its current champion row;
+    ``refused`` maps a scope to the reason its champion cannot be compared (no decision)."""
     families = sorted({str(r["family"]) for r in rows if r.get("family") is not None})
     scopes = {f: [r for r in rows if r.get("family") == f] for f in families}
     scopes[OVERALL] = list(rows)
-    return {
+    refused = dict(refused or {})
+    out = {
         s: choose_champion(rs, metric, higher_is_better, current_champions.get(s), baselines,
                            min_improvement=min_improvement, challenger_key=challenger_key,
                            scope=s)
         for s, rs in scopes.items()
     }
+    for s, why in refused.items():
+        if s in out:
+            out[s] = Decision(False, out[s].winner, f"comparison refused: {why}", s, metric)
+    return out
+
+
+# --- like for like ---------------------------------------------------------------------
+
+POOLED = "pooled"
+
+
+def _is_baseline(r: Mapping[str, Any]) -> bool:
+    return r.get("family") == "baseline" or str(r.get("model", "")).startswith("baseline:")
+
+
+def _newest(rows: Sequence[Mapping[str, Any]], key: Any) -> dict[Any, dict[str, Any]]:
+    out: dict[Any, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: str(r.get("evaluated_at") or "")):
+        out[key(r)] = dict(r)
+    return out
+
+
+def rows_on_protocol(evaluations: Sequence[Mapping[str, Any]], protocol_id: str | None = None
+                     ) -> tuple[str | None, list[dict[str, Any]], dict[str, dict[str, Any]],
+                                list[dict[str, Any]]]:
+    """``(protocol, models, baselines, elsewhere)``: the protocol of the newest pooled model
+    row (unless given); the newest pooled row per model version and per baseline on it; and
+    the newest pooled row of each model that has none on it (not compared)."""
+    pooled = [r for r in evaluations if str(r.get("fold")) == POOLED and r.get("protocol_id")]
+    models = [r for r in pooled if not _is_baseline(r)]
+    if protocol_id is None:
+        if not models:
+            return None, [], {}, []
+        protocol_id = max(models, key=lambda r: str(r.get("evaluated_at") or ""))["protocol_id"]
+    here = [r for r in pooled if r["protocol_id"] == protocol_id]
+    newest = _newest([r for r in here if not _is_baseline(r)], lambda r: r.get("model"))
+    baselines = {k.removeprefix("baseline:"): v for k, v in _newest(
+        [r for r in here if _is_baseline(r)], lambda r: r.get("model")).items()}
+    elsewhere = [r for m, r in _newest(models, lambda r: r.get("model")).items()
+                 if m not in newest]
+    return protocol_id, list(newest.values()), baselines, elsewhere
+
+
+def champion_on_protocol(
+    champion: Mapping[str, Any],
+    evaluations: Sequence[Mapping[str, Any]],
+    protocol_id: str,
+    rescore: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]] | None,
+) -> tuple[dict[str, Any] | None, str]:
+    """The champion's pooled row on ``protocol_id``: found, else re-scored by ``rescore``
+    (which returns the new rows, e.g. after evaluating the registered artifact); ``(None,
+    reason)`` when neither gives one."""
+    def mine(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        return [r for r in rows if str(r.get("fold")) == POOLED
+                and r.get("protocol_id") == protocol_id and not _is_baseline(r)
+                and r.get("family") == champion.get("family")
+                and str(r.get("version")) == str(champion.get("version"))]
+
+    hit = mine(evaluations)
+    if hit:
+        return dict(max(hit, key=lambda r: str(r.get("evaluated_at") or ""))), "found"
+    label = f"{champion.get('model') or champion.get('family')} v{champion.get('version')}"
+    if rescore is None:
+        return None, f"champion {label} has no evaluation on protocol {protocol_id}"
+    try:
+        new = mine(rescore(champion))
+    except Exception as e:  # the reason is the product: the caller refuses with it
+        return None, f"champion {label} could not be re-scored on protocol {protocol_id}: {e}"
+    if not new:
+        return None, (f"champion {label} was re-scored but not on protocol {protocol_id} "
+                      "(other folds, data or costs)")
+    return dict(new[-1]), "re-scored"
+
+
+def verdict(decision: Decision, has_champion: bool) -> str:
+    """``PROMOTED``, ``kept`` (a champion exists and stays) or ``no champion yet``."""
+    if decision.promote:
+        return "PROMOTED"
+    return "kept" if has_champion else "no champion yet"
 
 
 def baseline_rows(baselines: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -143,9 +248,9 @@ def baseline_rows(baselines: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
     return [{"model": k, "family": "baseline", **dict(v)} for k, v in baselines.items()]
 
 
-DEFAULT_COLUMNS = ("sharpe", "sharpe_ci_low", "annual_log_return", "max_drawdown",
-                   "directional_accuracy", "q_risk_p50", "q_risk_p90", "coverage_80",
-                   "latency_ms_p95")
+DEFAULT_COLUMNS = ("sharpe", "sharpe_ci_low", "n_trades", "turnover", "hit_rate", "ic",
+                   "rank_ic", "icir", "ic_ci_low", "annual_log_return", "max_drawdown",
+                   "q_risk_p50", "coverage_80", "latency_ms_p95")
 
 
 def leaderboard_markdown(

@@ -35,6 +35,11 @@ TFT = {"epochs": 1, "max_batches_per_epoch": 3, "hidden": 8, "heads": 2, "lstm_l
        "var_width": 2, "batch_size": 32}
 
 
+# 8 calendar days hold ~6 trade dates: 2 folds of 1 test date each
+WALK_FORWARD = {"folds": 2, "test_days": 1, "validation_days": 1, "bootstrap": 50,
+                "latency_calls": 5}
+
+
 def _files(root: UPath) -> list[str]:
     return sorted(str(p)[len(str(root)):] for p in root.rglob("*") if p.is_file())
 
@@ -66,7 +71,8 @@ def test_graph_runs_with_every_durable_path_on_object_storage(foxhunt_home, tmp_
     downstream = [continuous_bars, features, training_dataset, tft_model, tft_evaluation,
                   tft_quantized, model_leaderboard]
     res = dg.materialize([raw_bars, *downstream], selection=downstream, instance=instance,
-                         resources=resources, run_config={"ops": {"tft_model": {"config": TFT}}})
+                         resources=resources, run_config={"ops": {"tft_model": {"config": TFT},
+                                                  "tft_evaluation": {"config": WALK_FORWARD}}})
     assert res.success
 
     # the landed objects are untouched, and every durable output is in the object store
@@ -101,7 +107,8 @@ def test_graph_runs_with_every_durable_path_on_object_storage(foxhunt_home, tmp_
         assert torch.equal(a, b), k
     shutil.rmtree(storage.scratch / "cache")  # a new pod: the dataset comes from the store again
     assert dg.materialize([raw_bars, *downstream], selection=[tft_evaluation], instance=instance,
-                          resources=resources).success
+                          resources=resources, run_config={"ops": {
+                              "tft_evaluation": {"config": WALK_FORWARD}}}).success
 
 
 def test_a_missing_landed_object_names_the_url(foxhunt_home, memory_base):

@@ -92,6 +92,23 @@ def test_models_are_registered_in_mlflow_and_the_leaderboard_decided(pipeline):
     assert "Champion decisions" in board
 
 
+def test_every_model_is_scored_per_fold_and_pooled_on_one_protocol(pipeline):
+    """fast profile: 2 walk-forward folds; every family and baseline on the same protocol."""
+    paths, *_ = pipeline
+    folds = _query(paths, "select model, list(distinct fold order by fold) from model_evaluations "
+                          "group by model")
+    for model, fs in folds:
+        assert fs == ["1", "2", "pooled"], model
+    assert {m for m, _ in folds} >= {f"foxhunt-{f}" for f in FAMILIES} | {"baseline:flat"}
+    protocols = _query(paths, "select distinct protocol_id from model_evaluations")
+    assert len(protocols) == 1 and protocols[0][0]
+    # an agent has no forecast: its IC is NULL, not 0
+    assert _query(paths, "select count(*) from model_evaluations where model = 'foxhunt-dqn' "
+                         "and ic is not null")[0][0] == 0
+    board = (paths.table_dir("model_leaderboard") / "leaderboard.md").read_text()
+    assert f"Protocol `{protocols[0][0]}`" in board
+
+
 def test_the_same_file_landed_twice_adds_no_rows_and_runs_appear_on_the_instance(pipeline):
     paths, *_ = pipeline
     before = _query(paths, "select count(*) from continuous_bars")[0][0]

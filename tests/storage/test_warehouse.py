@@ -158,3 +158,21 @@ def test_append_duckdb_table_creates_then_appends(tmp_path: Path) -> None:
         con.close()
     with pytest.raises(ValueError):
         wh.append_duckdb_table(db_path, "bad name; drop", row)
+
+
+def test_append_adds_new_columns_and_keeps_old_rows(tmp_path: Path) -> None:
+    """A home written before model_evaluations grew fold / protocol_id / ic stays appendable."""
+    db_path = tmp_path / "x.duckdb"
+    wh.append_duckdb_table(db_path, "model_evaluations",
+                           pl.DataFrame({"model": ["foxhunt-tft"], "sharpe": [0.5]}))
+    new = pl.DataFrame({"model": ["foxhunt-tft"], "sharpe": [None], "fold": ["pooled"],
+                        "protocol_id": ["abc"], "ic": [0.1]},
+                       schema_overrides={"sharpe": pl.Float64})
+    assert wh.append_duckdb_table(db_path, "model_evaluations", new) == 2
+    con = duckdb.connect(str(db_path))
+    try:
+        got = con.execute("select sharpe, fold, protocol_id, ic from model_evaluations "
+                          "order by fold nulls first").fetchall()
+    finally:
+        con.close()
+    assert got == [(0.5, None, None, None), (None, "pooled", "abc", 0.1)]

@@ -108,3 +108,89 @@ def test_direction_flips_the_winner(higher):
     rows = [row("a", 0.5), row("b", 0.7)]
     d = choose_champion(rows, "sharpe", higher, None, {"x": {"sharpe": 0.6 if higher else 0.8}})
     assert d.winner["model"] == ("b" if higher else "a")
+
+
+# --- like for like (issue 13) ------------------------------------------------------------
+
+from models.evaluation.leaderboard import (  # noqa: E402
+    champion_on_protocol,
+    rows_on_protocol,
+    verdict,
+)
+
+
+def pooled(model, protocol, at, sharpe, version="", family=None, **kw):
+    fam = family or ("baseline" if model.startswith("baseline:") else model.split("-")[-1])
+    return {"model": model, "family": fam, "version": version, "fold": "pooled",
+            "protocol_id": protocol, "evaluated_at": at, "sharpe": sharpe,
+            "sharpe_ci_low": sharpe - 0.5, "n_trades": 10.0, **kw}
+
+
+def test_a_model_that_never_traded_cannot_be_champion_by_sharpe():
+    idle = row("foxhunt-ppo", 0.0, family="ppo", n_trades=0.0, sharpe_ci_low=0.0)
+    busy = row("foxhunt-tft", 0.9, n_trades=12.0, sharpe_ci_low=0.5)
+    d = choose_champion([idle, busy], "sharpe", True, None, {"flat": {"sharpe": 0.0}},
+                        challenger_key="sharpe_ci_low")
+    assert d.promote and d.winner["model"] == "foxhunt-tft"
+    alone = choose_champion([idle], "sharpe", True, None, {"flat": {"sharpe": -1.0}})
+    assert not alone.promote and "made no trade" in alone.reason
+    assert verdict(alone, has_champion=False) == "no champion yet"
+    assert verdict(alone, has_champion=True) == "kept"
+
+
+def test_a_deep_model_must_beat_lightgbm():
+    d = choose_champion([row("foxhunt-tft", 1.0, sharpe_ci_low=0.4, n_trades=5.0)], "sharpe",
+                        True, None, {"flat": {"sharpe": 0.0}, "lightgbm": {"sharpe": 0.6}},
+                        challenger_key="sharpe_ci_low")
+    assert not d.promote and "lightgbm" in d.reason
+
+
+def test_only_rows_of_the_newest_protocol_are_compared():
+    evals = [pooled("foxhunt-tft", "old", "2024-01-01", 3.0, version="1"),
+             pooled("baseline:flat", "old", "2024-01-01", 0.0),
+             pooled("foxhunt-tft", "new", "2024-02-01", 0.8, version="2"),
+             pooled("foxhunt-dqn", "old", "2024-01-02", 2.0, version="1"),
+             pooled("baseline:flat", "new", "2024-02-01", 0.0),
+             {**pooled("foxhunt-tft", "new", "2024-02-01", 9.0, version="2"), "fold": "1"}]
+    protocol, models, baselines, elsewhere = rows_on_protocol(evals)
+    assert protocol == "new"
+    assert [(r["model"], r["sharpe"]) for r in models] == [("foxhunt-tft", 0.8)]
+    assert set(baselines) == {"flat"} and baselines["flat"]["protocol_id"] == "new"
+    assert [r["model"] for r in elsewhere] == ["foxhunt-dqn"]
+
+
+def test_a_champion_from_an_older_period_is_rescored_before_the_comparison():
+    evals = [pooled("foxhunt-tft", "old", "2024-01-01", 3.0, version="1"),
+             pooled("foxhunt-tft", "new", "2024-02-01", 0.8, version="2")]
+    calls = []
+
+    def rescore(champ):
+        calls.append(champ["version"])
+        return [pooled("foxhunt-tft", "new", "2024-02-02", 0.2, version="1")]
+
+    champ, how = champion_on_protocol({"family": "tft", "version": "1", "model": "foxhunt-tft"},
+                                      evals, "new", rescore)
+    assert calls == ["1"] and how == "re-scored" and champ["sharpe"] == 0.2
+    # compared on the same protocol, the challenger wins (its old-period 3.0 is not used)
+    d = choose_champion([evals[1]], "sharpe", True, champ, {"flat": {"sharpe": 0.0}},
+                        challenger_key="sharpe_ci_low")
+    assert d.promote and "0.2" in d.reason
+    found, how = champion_on_protocol({"family": "tft", "version": "2"}, evals, "new", rescore)
+    assert how == "found" and calls == ["1"]
+
+
+def test_a_comparison_that_cannot_be_made_is_refused_with_its_reason():
+    evals = [pooled("foxhunt-tft", "new", "2024-02-01", 0.8, version="2")]
+
+    def broken(champ):
+        raise FileNotFoundError("checkpoint artifact missing")
+
+    champ, why = champion_on_protocol({"family": "tft", "version": "1"}, evals, "new", broken)
+    assert champ is None and "checkpoint artifact missing" in why
+    _, why2 = champion_on_protocol({"family": "tft", "version": "1"}, evals, "new",
+                                   lambda c: [pooled("foxhunt-tft", "other", "x", 1.0, "1")])
+    assert "not on protocol new" in why2
+    ds = choose_champions(evals, "sharpe", True, {"tft": None}, {"flat": {"sharpe": 0.0}},
+                          refused={"tft": why})
+    assert not ds["tft"].promote and ds["tft"].reason.startswith("comparison refused:")
+    assert ds[OVERALL].promote  # other scopes still decide

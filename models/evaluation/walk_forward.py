@@ -1,0 +1,606 @@
+"""Walk-forward (rolling-origin) evaluation: many test periods instead of one.
+
+The protocol, the same for every model and baseline:
+
+* Folds are cut at whole trade dates. The last ``folds x test_days`` dates are the test
+  periods, ``test_days`` consecutive dates per fold, in time order. Fold ``k`` trains on the
+  dates before its test period (expanding window; ``window="sliding"`` keeps only the last
+  ``train_days``), the last ``validation_days`` of which are its validation (early stopping).
+* Embargo: the first ``embargo_bars`` (>= lookback + horizon) rows of each root in the
+  validation and test parts are dropped, as in ``features.dataset``, so no test window shares
+  a bar with a train window or a train target's future.
+* Each fold re-fits its normalisation (observed features, target scale) on its own train
+  part only, and every candidate is fitted from scratch on it (``Candidate.fit``).
+* Every candidate is scored on the same decision bars and costs (``models.evaluation
+  .backtest``); metrics per fold and pooled over all test bars, with circular block
+  bootstrap CIs over the pooled bars at the level the caller gives (Bonferroni-adjusted
+  for the number of models and baselines compared: ``bonferroni_level``).
+
+Rows come from a stored ``TrainingData`` (all splits, embargo gaps kept as segment breaks);
+the trade date of a row is the caller's (``dates_of``), so this module needs no calendar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from models.evaluation.backtest import decision_rows, run_backtest, threshold_positions
+from models.evaluation.baselines import (
+    climatology_forecast,
+    climatology_quantiles,
+    momentum_positions,
+)
+from models.evaluation.metrics import (
+    block_bootstrap_ci,
+    direction_hits,
+    directional_accuracy_ci,
+    forecast_metrics,
+    quantile_index,
+    sharpe_ci,
+    sharpe_ratio,
+)
+from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
+
+FAMILY_WISE_ALPHA = 0.05
+
+
+class WalkForwardError(ValueError):
+    """The data cannot make the requested folds, or a fold failed: names the fold."""
+
+
+@dataclass(frozen=True)
+class WalkForwardConfig:
+    folds: int = 3
+    test_days: int = 2
+    window: Literal["expanding", "sliding"] = "expanding"
+    train_days: int | None = None  # sliding: trade dates of train (validation excluded)
+    validation_days: int = 1
+    embargo_bars: int | None = None  # None: lookback + horizon (the minimum allowed)
+
+    def __post_init__(self) -> None:
+        if self.folds < 1 or self.test_days < 1 or self.validation_days < 1:
+            raise WalkForwardError(f"folds, test_days and validation_days must be >= 1: {self}")
+        if self.window not in ("expanding", "sliding"):
+            raise WalkForwardError(f"window must be 'expanding' or 'sliding', got {self.window!r}")
+        if self.window == "sliding" and not (self.train_days or 0) >= 1:
+            raise WalkForwardError("a sliding window needs train_days >= 1")
+
+    def embargo(self, lookback: int, horizon: int) -> int:
+        e = lookback + horizon if self.embargo_bars is None else int(self.embargo_bars)
+        if e < lookback + horizon:
+            raise WalkForwardError(f"embargo_bars={e} is below lookback + horizon = "
+                                   f"{lookback + horizon}")
+        return e
+
+
+@dataclass(frozen=True)
+class Fold:
+    number: int  # 1-based, in time order
+    train_dates: tuple[str, ...]
+    validation_dates: tuple[str, ...]
+    test_dates: tuple[str, ...]
+
+    def describe(self) -> dict[str, str]:
+        def span(ds: tuple[str, ...]) -> str:
+            return f"{ds[0]} .. {ds[-1]}"
+        return {"train": span(self.train_dates), "validation": span(self.validation_dates),
+                "test": span(self.test_dates)}
+
+
+def _date_units(dates: Sequence[Any]) -> list[tuple[str, ...]]:
+    """Sorted trade dates as fold units; a partial first or last session (under half the
+    median bars per date, e.g. where the data starts or stops) joins its neighbour."""
+    ds, counts = np.unique(np.asarray([str(d) for d in dates]), return_counts=True)
+    units = [(str(d),) for d in ds]
+    if len(units) > 2:
+        half = 0.5 * float(np.median(counts))
+        if counts[-1] < half:
+            units[-2:] = [units[-2] + units[-1]]
+        if counts[0] < half:
+            units[:2] = [units[0] + units[1]]
+    return units
+
+
+def plan_folds(dates: Sequence[Any], config: WalkForwardConfig) -> list[Fold]:
+    """Folds over trade ``dates``: one per row (so partial sessions are seen) or unique
+    (anything ``str`` renders as a date)."""
+    units = _date_units(dates)
+    need_test = config.folds * config.test_days
+    first_test = len(units) - need_test
+    min_pre = config.validation_days + 1
+    if first_test < min_pre:
+        raise WalkForwardError(
+            f"{config.folds} folds x {config.test_days} test days need at least "
+            f"{need_test + min_pre} trade dates ({min_pre} before the first test period for "
+            f"train and validation); the data has {len(units)}: "
+            f"{units[0][0] if units else '-'} .. {units[-1][-1] if units else '-'}")
+
+    def flat(us: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+        return tuple(d for u in us for d in u)
+
+    folds = []
+    for k in range(config.folds):
+        start = first_test + k * config.test_days
+        pre = units[:start]
+        val = pre[-config.validation_days:]
+        train = pre[: -config.validation_days]
+        if config.window == "sliding":
+            train = train[-int(config.train_days or 0):]
+        folds.append(Fold(k + 1, flat(train), flat(val),
+                          flat(units[start : start + config.test_days])))
+    return folds
+
+
+# --- rows and per-fold datasets --------------------------------------------------------
+
+
+@dataclass
+class RowPool:
+    """Every stored row in (root, time) order, observed features back in raw units."""
+
+    rows: SplitArrays
+    dates: np.ndarray  # trade date of each row, as str
+    meta: dict[str, Any]
+
+
+def _raw_observed(data: TrainingData, x: np.ndarray) -> np.ndarray:
+    norm = data.meta.get("normalization") or {}
+    x = np.asarray(x, np.float64)
+    if "mean" in norm and "std" in norm:
+        x = x * np.asarray(norm["std"], np.float64) + np.asarray(norm["mean"], np.float64)
+    return x
+
+
+def row_pool(data: TrainingData, dates_of: Callable[[np.ndarray], np.ndarray]) -> RowPool:
+    """All splits of ``data`` as one row set; segment ids are made distinct per stored split,
+    so no window spans the rows an embargo removed between them."""
+    parts = [data.splits[s] for s in SPLITS if s in data.splits]
+    if not parts:
+        raise WalkForwardError("the dataset has no rows")
+    seg_span = max(int(np.max(p.segment, initial=0)) for p in parts) + 1
+    cat = {a: np.concatenate([np.asarray(getattr(p, a)) for p in parts])
+           for a in ("known", "static", "targets", "ts_event", "root_index")}
+    observed = np.concatenate([_raw_observed(data, p.observed) for p in parts])
+    segment = np.concatenate([np.asarray(p.segment, np.int64) + i * seg_span
+                              for i, p in enumerate(parts)])
+    order = np.lexsort((cat["ts_event"], cat["root_index"]))
+    rows = SplitArrays(observed=observed[order], segment=segment[order],
+                       window_starts=np.zeros(0, np.int64), **{k: v[order] for k, v in cat.items()})
+    dates = np.asarray([str(d) for d in np.asarray(dates_of(rows.ts_event))])
+    if dates.shape[0] != rows.n_rows:
+        raise WalkForwardError(f"dates_of returned {dates.shape[0]} dates for {rows.n_rows} rows")
+    return RowPool(rows=rows, dates=dates, meta=dict(data.meta))
+
+
+def _take(rows: SplitArrays, idx: np.ndarray) -> SplitArrays:
+    return SplitArrays(**{a: np.asarray(getattr(rows, a))[idx] for a in
+                          ("observed", "known", "static", "targets", "ts_event", "segment",
+                           "root_index")}, window_starts=np.zeros(0, np.int64))
+
+
+def _embargoed(rows: SplitArrays, embargo: int) -> np.ndarray:
+    """Indices of ``rows`` without the first ``embargo`` rows of each root."""
+    root = np.asarray(rows.root_index)
+    keep = np.ones(root.size, dtype=bool)
+    for r in np.unique(root):
+        keep[np.flatnonzero(root == r)[:embargo]] = False
+    return np.flatnonzero(keep)
+
+
+def fold_data(pool: RowPool, fold: Fold, config: WalkForwardConfig) -> TrainingData:
+    """The fold as a ``TrainingData`` (train / validation / test), normalised on its train part."""
+    meta = pool.meta
+    lookback, horizon = int(meta["lookback"]), int(meta["horizon"])
+    embargo = config.embargo(lookback, horizon)
+    parts: dict[str, SplitArrays] = {}
+    for name, ds in (("train", fold.train_dates), ("validation", fold.validation_dates),
+                     ("test", fold.test_dates)):
+        part = _take(pool.rows, np.flatnonzero(np.isin(pool.dates, ds)))
+        if name != "train":
+            part = _take(part, _embargoed(part, embargo))
+        parts[name] = part
+    train_x = parts["train"].observed
+    if train_x.shape[0] == 0:
+        raise WalkForwardError(f"fold {fold.number}: no train rows on {fold.describe()['train']}")
+    mean = np.nan_to_num(np.nanmean(train_x, axis=0))
+    std = np.nanstd(train_x, axis=0)
+    std = np.where(np.isfinite(std) & (std > 1e-12), std, 1.0)
+    clip = (meta.get("normalization") or {}).get("clip_sigma", 10.0)
+    split_meta = {}
+    for name, part in parts.items():
+        x = (part.observed - mean) / std
+        if clip is not None:
+            x = np.clip(x, -clip, clip)
+        part.observed = x.astype(np.float32)
+        part.window_starts = valid_window_starts(np.asarray(part.segment), part.targets,
+                                                 lookback, horizon)
+        if part.n_windows == 0:
+            dates = getattr(fold, f"{name}_dates")
+            raise WalkForwardError(
+                f"fold {fold.number}: {name} ({dates[0]} .. {dates[-1]}) has no complete window "
+                f"of {lookback}+{horizon} bars after the {embargo}-bar embargo "
+                f"({part.n_rows} rows)")
+        split_meta[name] = {"rows": part.n_rows, "windows": part.n_windows,
+                            "first_date": getattr(fold, f"{name}_dates")[0],
+                            "last_date": getattr(fold, f"{name}_dates")[-1]}
+    y1 = parts["train"].targets[:, 0].astype(np.float64)
+    scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
+    fold_meta = {**meta, "target_scale": scale if math.isfinite(scale) and scale > 0 else 1.0,
+                 "normalization": {"mean": mean.tolist(), "std": std.tolist(), "clip_sigma": clip},
+                 "embargo_bars": embargo, "splits": split_meta,
+                 "fold": {"number": fold.number, **fold.describe()}}
+    return TrainingData(meta=fold_meta, splits=parts)
+
+
+# --- candidates -----------------------------------------------------------------------
+
+#: fit(fold data) -> predict(fold data) -> quantiles [W, H, Q] (target-scaled) for a
+#: forecaster, or positions in [-1, 1] per test window (or per test row) otherwise.
+Fit = Callable[[TrainingData], Callable[[TrainingData], np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # "foxhunt-tft", "baseline:lightgbm", ...
+    kind: Literal["forecaster", "positions"]
+    fit: Fit
+
+
+def trading_baselines(momentum_lookbacks: Sequence[int] = (1,)) -> list[Candidate]:
+    """flat, buy-and-hold and momentum: no fitting, positions from past data only."""
+    def constant(value: float) -> Fit:
+        def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+            return lambda d: np.full(d.splits["test"].n_windows, value)
+        return fit
+
+    def momentum(lb: int) -> Fit:
+        def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+            def predict(d: TrainingData) -> np.ndarray:
+                s = d.splits["test"]
+                return momentum_positions(s, decision_rows(s.window_starts, d.lookback), lb)
+            return predict
+        return fit
+
+    out = [Candidate("baseline:flat", "positions", constant(0.0)),
+           Candidate("baseline:buy_and_hold", "positions", constant(1.0))]
+    out += [Candidate(f"baseline:momentum_{lb}", "positions", momentum(lb))
+            for lb in momentum_lookbacks]
+    return out
+
+
+def climatology_candidate() -> Candidate:
+    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+        clim = climatology_quantiles(train, list(train.meta["quantiles"]))
+        return lambda d: climatology_forecast(clim, d.splits["test"].n_windows)
+    return Candidate("baseline:climatology", "forecaster", fit)
+
+
+def lightgbm_candidate(seed: int = 0, **params: Any) -> Candidate | None:
+    """``baseline:lightgbm`` from ``models.evaluation.lightgbm_baseline`` (None when absent)."""
+    try:
+        from models.evaluation import lightgbm_baseline
+    except ImportError:
+        return None
+
+    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+        model = lightgbm_baseline.fit_lightgbm_quantiles(train, seed=seed, **params)
+        return lambda d: model.predict(d.splits["test"])
+    return Candidate("baseline:lightgbm", "forecaster", fit)
+
+
+# --- scoring --------------------------------------------------------------------------
+
+
+@dataclass
+class ScoredBars:
+    """One candidate's test bars of one fold (or of all folds, concatenated)."""
+
+    pnl: np.ndarray
+    positions: np.ndarray
+    returns: np.ndarray
+    root: np.ndarray
+    day: np.ndarray
+    ts: np.ndarray
+    n_trades: float
+    turnover: float
+    median: np.ndarray | None = None  # [N, H] median forecast, target-scaled
+    outcome: np.ndarray | None = None  # [N, H] realised, target-scaled
+    quantile_metrics: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def concat(parts: Sequence[ScoredBars]) -> ScoredBars:
+        def cat(a: str) -> np.ndarray:
+            return np.concatenate([getattr(p, a) for p in parts])
+        forecasts = all(p.median is not None for p in parts)
+        return ScoredBars(
+            pnl=cat("pnl"), positions=cat("positions"), returns=cat("returns"), root=cat("root"),
+            day=cat("day"), ts=cat("ts"), n_trades=float(sum(p.n_trades for p in parts)),
+            turnover=float(sum(p.turnover for p in parts)),
+            median=cat("median") if forecasts else None,
+            outcome=cat("outcome") if forecasts else None)
+
+
+def _positions_of(name: str, out: np.ndarray, split: SplitArrays, rows: np.ndarray) -> np.ndarray:
+    pos = np.asarray(out, np.float64).reshape(-1)
+    if pos.shape[0] == split.n_rows and split.n_rows != split.n_windows:
+        pos = pos[rows]
+    if pos.shape[0] != rows.size:
+        raise WalkForwardError(f"{name}: {pos.shape[0]} positions for {rows.size} test windows")
+    return pos
+
+
+def score_fold(candidate: Candidate, data: TrainingData, fold: Fold, *,
+               cost_multiplier: float = 1.0, threshold_k: float = 1.0,
+               row_days: np.ndarray | None = None) -> ScoredBars:
+    """Fit ``candidate`` on the fold and backtest it on the fold's test bars; ``row_days``
+    (one trade date per test row) labels the days of the daily IC."""
+    split = data.splits["test"]
+    rows = decision_rows(split.window_starts, data.lookback)
+    seg = np.asarray(split.segment)[rows]
+    brk = np.ones(rows.size, dtype=bool)
+    brk[1:] = (np.diff(rows) != 1) | (seg[1:] != seg[:-1])
+    runs = np.cumsum(brk)
+    returns = np.asarray(split.targets[rows, 0], np.float64)
+    cost = data.cost_log_return("test")[rows] * float(cost_multiplier)
+    try:
+        out = candidate.fit(data)(data)
+    except Exception as e:
+        raise WalkForwardError(f"fold {fold.number} ({fold.describe()['test']}): "
+                               f"{candidate.name} failed: {e}") from e
+    median = outcome = None
+    qm: dict[str, float] = {}
+    if candidate.kind == "forecaster":
+        quantiles = list(data.meta["quantiles"])
+        pred = np.asarray(out, np.float64)
+        if pred.shape != (rows.size, data.horizon, len(quantiles)):
+            raise WalkForwardError(f"fold {fold.number}: {candidate.name} predicted shape "
+                                   f"{pred.shape}, expected {(rows.size, data.horizon, len(quantiles))}")
+        if not np.isfinite(pred).all():
+            raise WalkForwardError(f"fold {fold.number}: {candidate.name} predicted non-finite "
+                                   "values")
+        median = pred[:, :, quantile_index(quantiles, 0.5)]
+        outcome = np.asarray(split.targets[rows], np.float64) / data.target_scale
+        qm = {k: v for k, v in forecast_metrics(pred, outcome, quantiles).items()
+              if k in ("q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean")}
+        pos = threshold_positions(median[:, 0] * data.target_scale, cost, threshold_k)
+    else:
+        pos = _positions_of(candidate.name, out, split, rows)
+    bt = run_backtest(pos, returns, cost, runs, float(data.meta["bars_per_year"]))
+    roots = np.asarray(data.meta.get("roots") or [])
+    root_idx = np.asarray(split.root_index)[rows].astype(np.int64)
+    root = roots[root_idx] if roots.size else root_idx.astype(str)
+    return ScoredBars(
+        pnl=bt.pnl, positions=bt.positions, returns=returns, root=np.asarray(root, str),
+        day=(np.asarray(row_days)[rows] if row_days is not None
+             else (np.asarray(split.ts_event)[rows] // 86_400_000_000_000).astype(str)),
+        ts=np.asarray(split.ts_event)[rows], n_trades=bt.metrics["n_trades"],
+        turnover=bt.metrics["turnover"], median=median, outcome=outcome, quantile_metrics=qm)
+
+
+def dates_of_rows(pool: RowPool, ts: np.ndarray) -> np.ndarray:
+    """The trade date (as in ``pool.dates``) of each timestamp in ``ts``."""
+    uts, first = np.unique(np.asarray(pool.rows.ts_event), return_index=True)
+    pos = np.clip(np.searchsorted(uts, np.asarray(ts)), 0, uts.size - 1)
+    return pool.dates[first[pos]]
+
+
+# --- metrics ----------------------------------------------------------------------------
+
+
+def bonferroni_level(n_compared: int, alpha: float = FAMILY_WISE_ALPHA) -> float:
+    """Two-sided CI level so that any of ``n_compared`` lower bounds above 0 by chance stays
+    under ``alpha`` (each lower tail holds alpha / (2 n))."""
+    return 1.0 - alpha / max(int(n_compared), 1)
+
+
+def _corr_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row pair of ``[R, n]`` arrays (NaN when one is constant)."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (a * b).sum(axis=1) / den
+    scale = np.sqrt(np.maximum((a * a).sum(axis=1), (b * b).sum(axis=1)))
+    return np.where(den > 1e-12 * np.maximum(scale, 1e-300) ** 2, out, np.nan)
+
+
+def _rank(x: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(x).astype(np.float64)
+
+
+def information_coefficients(median: np.ndarray, outcome: np.ndarray, day: np.ndarray
+                             ) -> dict[str, float]:
+    """IC (Pearson) and rank IC of the median forecast against the realised return, per
+    horizon, pooled; ICIR = mean / std of the daily IC (horizon 1)."""
+    out: dict[str, float] = {}
+    for h in range(median.shape[1]):
+        f, y = median[:, h], outcome[:, h]
+        ok = np.isfinite(f) & np.isfinite(y)
+        ic = float(_corr_rows(f[ok][None], y[ok][None])[0]) if ok.sum() > 2 else math.nan
+        ric = (float(_corr_rows(_rank(f[ok])[None], _rank(y[ok])[None])[0])
+               if ok.sum() > 2 else math.nan)
+        out[f"ic_h{h + 1}"], out[f"rank_ic_h{h + 1}"] = ic, ric
+    out["ic"], out["rank_ic"] = out["ic_h1"], out["rank_ic_h1"]
+    daily = []
+    for d in np.unique(day):
+        m = (day == d) & np.isfinite(median[:, 0]) & np.isfinite(outcome[:, 0])
+        if m.sum() > 2:
+            daily.append(float(_corr_rows(median[m, 0][None], outcome[m, 0][None])[0]))
+    daily_arr = np.asarray([v for v in daily if math.isfinite(v)])
+    sd = daily_arr.std(ddof=1) if daily_arr.size > 1 else math.nan
+    out["ic_daily_mean"] = float(daily_arr.mean()) if daily_arr.size else math.nan
+    out["icir"] = float(daily_arr.mean() / sd) if math.isfinite(sd) and sd > 0 else math.nan
+    out["ic_days"] = float(daily_arr.size)
+    return out
+
+
+def ic_ci(median: np.ndarray, outcome: np.ndarray, *, level: float, n_resamples: int,
+          seed: int) -> tuple[float, float]:
+    """Block bootstrap CI of the pooled horizon-1 IC (pairs resampled in time blocks)."""
+    f, y = median[:, 0], outcome[:, 0]
+    ok = np.isfinite(f) & np.isfinite(y)
+    f, y = f[ok], y[ok]
+    if f.size < 3 or n_resamples < 1:
+        return math.nan, math.nan
+
+    def stat(idx: np.ndarray) -> np.ndarray:
+        i = idx.astype(np.int64)
+        return _corr_rows(f[i], y[i])
+
+    ci = block_bootstrap_ci(np.arange(f.size, dtype=np.float64), stat,
+                            n_resamples=n_resamples, level=level, seed=seed)
+    return ci.low, ci.high
+
+
+def bar_metrics(bars: ScoredBars, bars_per_year: float, *, level: float, bootstrap: int,
+                seed: int) -> dict[str, float]:
+    """The metric set of one fold or of the pool; NaN where a metric is undefined."""
+    n = bars.pnl.size
+    sci = sharpe_ci(bars.pnl, bars_per_year, n_resamples=bootstrap, level=level, seed=seed)
+    held = bars.positions != 0
+    hits = direction_hits(bars.positions[held], bars.returns[held])
+    m: dict[str, float] = {
+        "n_bars": float(n),
+        "sharpe": sharpe_ratio(bars.pnl, bars_per_year),
+        "sharpe_ci_low": sci.low, "sharpe_ci_high": sci.high,
+        "ci_level": level,
+        "annual_log_return": float(bars.pnl.mean() * bars_per_year) if n else math.nan,
+        "total_log_return": float(bars.pnl.sum()),
+        "n_trades": bars.n_trades,
+        "turnover": bars.turnover,
+        "turnover_per_year": bars.turnover / n * bars_per_year if n else math.nan,
+        "exposure": float(np.abs(bars.positions).mean()) if n else math.nan,
+        "hit_rate": float(hits.mean()) if hits.size else math.nan,
+    }
+    if hits.size > 1:
+        dci = directional_accuracy_ci(bars.positions[held], bars.returns[held],
+                                      n_resamples=bootstrap, level=level, seed=seed)
+        m["hit_rate_ci_low"] = dci.low
+    eq = np.cumsum(bars.pnl)
+    m["max_drawdown"] = float(np.max(np.maximum.accumulate(np.concatenate([[0.0], eq]))
+                                     - np.concatenate([[0.0], eq]))) if n else math.nan
+    for r in np.unique(bars.root):
+        m[f"sharpe_{r}"] = sharpe_ratio(bars.pnl[bars.root == r], bars_per_year)
+    if bars.median is not None and bars.outcome is not None:
+        m.update(information_coefficients(bars.median, bars.outcome, bars.day))
+        m["ic_ci_low"], m["ic_ci_high"] = ic_ci(bars.median, bars.outcome, level=level,
+                                                n_resamples=bootstrap, seed=seed)
+    return m
+
+
+@dataclass
+class FoldResult:
+    fold: Fold
+    metrics: dict[str, float]
+    test_start_ns: int
+    test_end_ns: int
+
+
+@dataclass
+class CandidateResult:
+    name: str
+    kind: str
+    folds: list[FoldResult]
+    pooled: dict[str, float]
+    bars: ScoredBars  # pooled test bars (for equity charts)
+
+
+@dataclass
+class WalkForwardResult:
+    protocol_id: str
+    protocol: dict[str, Any]
+    folds: list[Fold]
+    candidates: dict[str, CandidateResult]
+
+
+def dataset_version(pool: RowPool) -> str:
+    """A content fingerprint of the rows (feature hash, timestamps, roots, outcomes): two
+    pools with the same value hold the same bars and realised returns."""
+    h = hashlib.sha256(str(pool.meta.get("feature_hash", "")).encode())
+    for a in ("ts_event", "root_index", "targets"):
+        h.update(np.ascontiguousarray(getattr(pool.rows, a)).tobytes())
+    return h.hexdigest()[:16]
+
+
+def protocol_of(pool: RowPool, folds: Sequence[Fold], config: WalkForwardConfig, *,
+                cost_multiplier: float, level: float, bootstrap: int) -> dict[str, Any]:
+    meta = pool.meta
+    return {
+        "dataset_version": dataset_version(pool),
+        "folds": [{"fold": f.number, **f.describe()} for f in folds],
+        "walk_forward": asdict(config),
+        "embargo_bars": config.embargo(int(meta["lookback"]), int(meta["horizon"])),
+        "cost": {"cost_log_return": [round(float(c), 12) for c in meta["cost_log_return"]],
+                 "roots": list(meta.get("roots") or []), "cost_multiplier": float(cost_multiplier)},
+        "ci_level": round(float(level), 10),
+        "bootstrap": int(bootstrap),
+    }
+
+
+def protocol_hash(protocol: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def protocol_id_for(pool: RowPool, config: WalkForwardConfig, *, n_compared: int,
+                    cost_multiplier: float = 1.0, bootstrap: int = 1000) -> str:
+    """The id ``walk_forward`` will give its result, known before anything is trained (so a
+    caller can skip candidates already scored under it)."""
+    return protocol_hash(protocol_of(pool, plan_folds(pool.dates, config), config,
+                                     cost_multiplier=cost_multiplier,
+                                     level=bonferroni_level(n_compared), bootstrap=bootstrap))
+
+
+def walk_forward(
+    pool: RowPool,
+    candidates: Sequence[Candidate],
+    config: WalkForwardConfig,
+    *,
+    n_compared: int | None = None,
+    cost_multiplier: float = 1.0,
+    threshold_k: float = 1.0,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    on_fold: Callable[[Fold, TrainingData], None] | None = None,
+) -> WalkForwardResult:
+    """Score every candidate on the same folds; CIs at ``bonferroni_level(n_compared)``
+    (default: the number of candidates)."""
+    folds = plan_folds(pool.dates, config)
+    level = bonferroni_level(n_compared or len(candidates))
+    bars_per_year = float(pool.meta["bars_per_year"])
+    per: dict[str, list[tuple[FoldResult, ScoredBars]]] = {c.name: [] for c in candidates}
+    for fold in folds:
+        data = fold_data(pool, fold, config)
+        if on_fold is not None:
+            on_fold(fold, data)
+        ts = np.asarray(data.splits["test"].ts_event)
+        days = dates_of_rows(pool, ts)
+        for c in candidates:
+            sb = score_fold(c, data, fold, cost_multiplier=cost_multiplier,
+                            threshold_k=threshold_k, row_days=days)
+            m = bar_metrics(sb, bars_per_year, level=level, bootstrap=bootstrap, seed=seed)
+            m.update(sb.quantile_metrics)
+            per[c.name].append((FoldResult(fold, m, int(ts.min()), int(ts.max())), sb))
+    protocol = protocol_of(pool, folds, config, cost_multiplier=cost_multiplier, level=level,
+                           bootstrap=bootstrap)
+    results = {}
+    for c in candidates:
+        pooled_bars = ScoredBars.concat([sb for _, sb in per[c.name]])
+        pooled = bar_metrics(pooled_bars, bars_per_year, level=level, bootstrap=bootstrap,
+                             seed=seed)
+        for k in ("q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean"):
+            vals = [fr.metrics[k] for fr, _ in per[c.name] if k in fr.metrics]
+            if vals:  # bars-weighted mean over folds
+                w = [fr.metrics["n_bars"] for fr, _ in per[c.name] if k in fr.metrics]
+                pooled[k] = float(np.average(vals, weights=w))
+        results[c.name] = CandidateResult(c.name, c.kind, [fr for fr, _ in per[c.name]],
+                                          pooled, pooled_bars)
+    return WalkForwardResult(protocol_hash(protocol), protocol, folds, results)

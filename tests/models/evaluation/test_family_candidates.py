@@ -1,0 +1,43 @@
+"""The model families as walk-forward candidates: a fresh DQN and a fresh TFT per fold, scored
+on the same bars as the baselines (tiny sizes: this checks the wiring, not skill)."""
+
+import numpy as np
+import pytest
+
+from models.agents.train import DQNConfig
+from models.evaluation.family_candidates import agent_candidate, forecaster_candidate
+from models.evaluation.walk_forward import (
+    WalkForwardConfig,
+    row_pool,
+    trading_baselines,
+    walk_forward,
+)
+from models.training.loop import TrainConfig
+from models.windows import DEFAULT_QUANTILES, synthetic_training_data
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SIX_HOURS = 6 * 3600 * 10**9
+
+
+def test_each_family_trains_per_fold_and_is_scored_on_the_baselines_bars():
+    data = synthetic_training_data(n_rows={"train": 1800, "validation": 500, "test": 500},
+                                   n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
+                                   signal=0.4, segment_length=300, seed=5)
+    pool = row_pool(data, lambda ts: np.asarray(ts) // SIX_HOURS)
+    dqn = agent_candidate("foxhunt-dqn", "dqn", DQNConfig(
+        total_timesteps=300, learning_starts=100, buffer_size=1000, batch_size=32, eval_freq=0,
+        net_arch=[8], encoder_hidden=8, device="cpu"))
+    tft_config = {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8, "horizon": 2,
+                  "quantiles": list(DEFAULT_QUANTILES), "hidden": 8, "heads": 1,
+                  "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
+    tft = forecaster_candidate("foxhunt-tft", "tft", tft_config, TrainConfig(
+        epochs=1, batch_size=32, max_batches_per_epoch=3, max_val_batches=2))
+    res = walk_forward(pool, [dqn, tft, *trading_baselines(())],
+                       WalkForwardConfig(folds=2, test_days=1), bootstrap=20)
+    flat = [f.metrics["n_bars"] for f in res.candidates["baseline:flat"].folds]
+    for name in ("foxhunt-dqn", "foxhunt-tft"):
+        r = res.candidates[name]
+        assert [f.metrics["n_bars"] for f in r.folds] == flat, name
+        assert set(np.unique(r.bars.positions)) <= {-1.0, 0.0, 1.0}
+    assert np.isnan(res.candidates["foxhunt-dqn"].pooled.get("ic", np.nan))  # no forecast
+    assert np.isfinite(res.candidates["foxhunt-tft"].pooled["pinball_mean"])

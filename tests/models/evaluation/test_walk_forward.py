@@ -1,0 +1,203 @@
+"""Walk-forward evaluation: folds by date, embargo, per-fold normalisation, same bars for
+every candidate, honest metrics, the protocol id, and the LightGBM integration."""
+
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from models.evaluation.backtest import decision_rows
+from models.evaluation.walk_forward import (
+    Candidate,
+    WalkForwardConfig,
+    WalkForwardError,
+    bonferroni_level,
+    climatology_candidate,
+    fold_data,
+    lightgbm_candidate,
+    plan_folds,
+    protocol_id_for,
+    row_pool,
+    trading_baselines,
+    walk_forward,
+)
+from models.windows import synthetic_training_data
+
+LOOKBACK, HORIZON = 8, 2
+SIX_HOURS = 6 * 3600 * 10**9
+
+
+def quarter_days(ts: np.ndarray) -> np.ndarray:
+    """Stand-in calendar: every 6 hours is a 'trade date' (keeps the data tiny)."""
+    return np.asarray(ts) // SIX_HOURS
+
+
+def _data(signal: float, seed: int):
+    return synthetic_training_data(
+        n_rows={"train": 2400, "validation": 700, "test": 700}, n_observed=3, n_known=2,
+        n_static=2, lookback=LOOKBACK, horizon=HORIZON, signal=signal, segment_length=350,
+        seed=seed)
+
+
+@pytest.fixture(scope="module")
+def signal_pool():
+    return row_pool(_data(0.4, 3), quarter_days)
+
+
+@pytest.fixture(scope="module")
+def noise_pool():
+    return row_pool(_data(0.0, 4), quarter_days)
+
+
+CFG = WalkForwardConfig(folds=3, test_days=2)
+
+
+def signal_forecaster(name: str = "foxhunt-signal") -> Candidate:
+    """'Trains' by least squares of the scaled h1 target on the last observed f_0."""
+    def fit(train):
+        s = train.splits["train"]
+        rows = decision_rows(s.window_starts, train.lookback)
+        x = np.asarray(s.observed[rows, 0], np.float64)
+        y = np.asarray(s.targets[rows, 0], np.float64) / train.target_scale
+        a = float(x @ y / (x @ x))
+        z = np.linspace(-1.28, 1.28, len(train.meta["quantiles"]))
+
+        def predict(d):
+            t = d.splits["test"]
+            m = a * np.asarray(t.observed[decision_rows(t.window_starts, d.lookback), 0])
+            return m[:, None, None] + z[None, None, :] * np.ones((1, d.horizon, 1))
+        return predict
+    return Candidate(name, "forecaster", fit)
+
+
+def test_folds_are_whole_dates_in_time_order():
+    dates = [f"2024-01-{d:02d}" for d in range(1, 13)]
+    folds = plan_folds(dates, WalkForwardConfig(folds=3, test_days=2, validation_days=1))
+    assert [f.test_dates for f in folds] == [tuple(dates[6:8]), tuple(dates[8:10]),
+                                             tuple(dates[10:12])]
+    for f in folds:
+        assert f.train_dates[0] == dates[0]  # expanding
+        assert f.train_dates[-1] < f.validation_dates[0] <= f.validation_dates[-1] < f.test_dates[0]
+    sliding = plan_folds(dates, WalkForwardConfig(folds=3, test_days=2, window="sliding",
+                                                  train_days=3))
+    assert [len(f.train_dates) for f in sliding] == [3, 3, 3]
+    assert sliding[-1].train_dates == tuple(dates[6:9])
+
+
+def test_too_few_dates_says_how_many_are_needed():
+    with pytest.raises(WalkForwardError, match=r"need at least 8 trade dates.*has 5"):
+        plan_folds([f"d{i}" for i in range(5)], WalkForwardConfig(folds=3, test_days=2))
+
+
+def test_fold_data_embargoes_and_normalises_on_its_train_part_only(signal_pool):
+    fold = plan_folds(signal_pool.dates, CFG)[0]
+    d = fold_data(signal_pool, fold, CFG)
+    train, val, test = (d.splits[s] for s in ("train", "validation", "test"))
+    assert np.abs(np.asarray(train.observed, np.float64).mean(axis=0)).max() < 1e-4
+    assert np.abs(np.asarray(train.observed, np.float64).std(axis=0) - 1).max() < 1e-3
+    embargo = LOOKBACK + HORIZON
+    for part, before in ((val, train), (test, val)):
+        for r in np.unique(part.root_index):
+            first = np.asarray(part.ts_event)[np.asarray(part.root_index) == r].min()
+            prior = np.asarray(before.ts_event)[np.asarray(before.root_index) == r]
+            if prior.size == 0:
+                continue
+            prior = prior.max()
+            assert (first - prior) // 60_000_000_000 > embargo
+    # test rows cannot move the fold's normalisation
+    altered = row_pool(_data(0.4, 3), quarter_days)
+    altered.rows.observed[np.isin(altered.dates, fold.test_dates)] += 100.0
+    d2 = fold_data(altered, fold, CFG)
+    assert d2.meta["normalization"] == d.meta["normalization"]
+    assert d2.target_scale == d.target_scale
+
+
+def test_every_candidate_is_scored_on_the_same_bars(signal_pool):
+    cands = [signal_forecaster(), climatology_candidate(), *trading_baselines((1,))]
+    res = walk_forward(signal_pool, cands, CFG, bootstrap=200)
+    assert len(res.folds) == 3
+    n_bars = {name: [f.metrics["n_bars"] for f in r.folds] for name, r in res.candidates.items()}
+    assert len({tuple(v) for v in n_bars.values()}) == 1
+    flat = res.candidates["baseline:flat"]
+    assert flat.pooled["n_trades"] == 0 and flat.pooled["turnover"] == 0
+    assert math.isnan(flat.pooled["hit_rate"])  # no traded bar: undefined, not 0
+    # a constant forecast has no IC within a fold: undefined, not 0
+    assert all(math.isnan(f.metrics["ic"]) for f in res.candidates["baseline:climatology"].folds)
+    sig = res.candidates["foxhunt-signal"].pooled
+    assert sig["ic"] > 0.2 and sig["ic_ci_low"] > 0 and sig["rank_ic"] > 0.2
+    assert sig["icir"] > 0 and sig["ic_days"] >= 6
+    assert {"sharpe_ES", "sharpe_ZN"} <= set(sig)
+    assert sig["n_bars"] == sum(f.metrics["n_bars"] for f in res.candidates["foxhunt-signal"].folds)
+    assert sig["ci_level"] == pytest.approx(bonferroni_level(len(cands)))
+
+
+def test_no_skill_on_noise_at_the_adjusted_level(noise_pool):
+    res = walk_forward(noise_pool, [signal_forecaster(), *trading_baselines((1,))], CFG,
+                       n_compared=9, bootstrap=200)
+    for r in res.candidates.values():
+        assert not (r.pooled["sharpe_ci_low"] > 0), r.name
+    assert not res.candidates["foxhunt-signal"].pooled["ic_ci_low"] > 0
+
+
+def test_protocol_id_changes_with_costs_folds_and_data(signal_pool, noise_pool):
+    cands = trading_baselines(())
+    a = walk_forward(signal_pool, cands, CFG, bootstrap=20)
+    assert walk_forward(signal_pool, cands, CFG, bootstrap=20).protocol_id == a.protocol_id
+    assert walk_forward(signal_pool, cands, CFG, bootstrap=20,
+                        cost_multiplier=2.0).protocol_id != a.protocol_id
+    assert walk_forward(signal_pool, cands, WalkForwardConfig(folds=2, test_days=2),
+                        bootstrap=20).protocol_id != a.protocol_id
+    assert walk_forward(noise_pool, cands, CFG, bootstrap=20).protocol_id != a.protocol_id
+    # known before anything is trained, so scored baselines can be skipped
+    assert protocol_id_for(signal_pool, CFG, n_compared=len(cands), bootstrap=20) == a.protocol_id
+
+
+def test_a_failing_fold_names_itself(signal_pool):
+    def fit(train):
+        if train.meta["fold"]["number"] == 2:
+            raise RuntimeError("diverged")
+        return lambda d: np.zeros(d.splits["test"].n_windows)
+    with pytest.raises(WalkForwardError, match=r"fold 2 \(.*\): broken failed: diverged"):
+        walk_forward(signal_pool, [Candidate("broken", "positions", fit)], CFG, bootstrap=10)
+
+
+class _StandInLightGBM:
+    """Stand-in for models.evaluation.lightgbm_baseline (helper 'signal' writes the real one):
+    the same interface, a per-horizon linear fit on f_0 instead of boosted trees."""
+
+    def __init__(self, data):
+        self.inner = signal_forecaster().fit(data)
+        self.calls = 0
+
+    def predict(self, split):
+        self.calls += 1
+        holder = types.SimpleNamespace(splits={"test": split}, lookback=LOOKBACK, horizon=HORIZON)
+        return self.inner(holder)
+
+
+def test_lightgbm_is_scored_on_the_same_folds(signal_pool, monkeypatch):
+    fits = []
+
+    def fit_lightgbm_quantiles(data, *, seed=0, **params):
+        fits.append((data.meta["fold"]["number"], seed))
+        return _StandInLightGBM(data)
+
+    module = types.ModuleType("models.evaluation.lightgbm_baseline")
+    module.fit_lightgbm_quantiles = fit_lightgbm_quantiles
+    monkeypatch.setitem(sys.modules, "models.evaluation.lightgbm_baseline", module)
+    lgb = lightgbm_candidate(seed=7)
+    assert lgb is not None and lgb.name == "baseline:lightgbm"
+    res = walk_forward(signal_pool, [lgb, signal_forecaster()], CFG, bootstrap=50)
+    assert fits == [(1, 7), (2, 7), (3, 7)]  # retrained from scratch on each fold
+    got = res.candidates["baseline:lightgbm"]
+    assert [f.metrics["n_bars"] for f in got.folds] == \
+        [f.metrics["n_bars"] for f in res.candidates["foxhunt-signal"].folds]
+    assert got.pooled["ic"] > 0.2
+
+
+def test_a_partial_last_session_joins_the_previous_date():
+    per_row = ["d1"] * 100 + ["d2"] * 100 + ["d3"] * 100 + ["d4"] * 100 + ["d5"] * 20
+    folds = plan_folds(per_row, WalkForwardConfig(folds=2, test_days=1))
+    assert folds[-1].test_dates == ("d4", "d5") and folds[0].test_dates == ("d3",)
