@@ -11,6 +11,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, check_result, code_version_of, markdown_table
+from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
 from resources.storage import FoxhuntStorage
 
 landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
@@ -23,8 +24,8 @@ PRICE_JUMP_CHECK = "continuous_bars_price_jumps"
 class ContinuousBarsConfig(dg.Config):
     """Thresholds of the non-blocking price-jump warning (see contracts.plausibility)."""
 
-    price_jump_multiple: float = 50.0
-    price_jump_window: int = 60
+    price_jump_multiple: float = DEFAULT_JUMP_MULTIPLE
+    price_jump_window: int = DEFAULT_JUMP_WINDOW
 
 
 @contextlib.contextmanager

@@ -10,7 +10,10 @@ import polars as pl
 
 from foxhunt_pipeline.instruments.specs import ROOTS
 
-DEFAULT_JUMP_MULTIPLE = 50.0
+# a bad print (a 2x or 1000x price, a slipped decimal) is thousands of typical ranges away;
+# real news bars (a CPI release, the cash open after a quiet night) reach some 30-60x the
+# overnight median range on minute bars, so 200 flags the first and spares the second
+DEFAULT_JUMP_MULTIPLE = 200.0
 DEFAULT_JUMP_WINDOW = 60
 
 
