@@ -43,12 +43,13 @@ class EvaluationConfig(dg.Config):
     latency_calls: int = sized("evaluation", "latency_calls", 200, "Timed calls per model.")
     bootstrap: int = sized("evaluation", "bootstrap", 1000, "Bootstrap resamples per interval.")
     seed: int = 0
-    folds: int = profiles.default("walk_forward", "folds", 4)
-    test_days: int = profiles.default("walk_forward", "test_days", 5)
+    folds: int = sized("walk_forward", "folds", 4, "Walk-forward folds (rolling origins).")
+    test_days: int = sized("walk_forward", "test_days", 5, "Trade dates per test fold.")
     window: str = "expanding"  # or "sliding" (then train_days trade dates of train)
     train_days: int = 0
-    validation_days: int = profiles.default("walk_forward", "validation_days", 2)
-    lightgbm: bool = True  # score baseline:lightgbm when models.evaluation.lightgbm_baseline exists
+    validation_days: int = sized("walk_forward", "validation_days", 2,
+                                 "Trade dates before the embargo kept for early stopping.")
+    lightgbm: bool = True  # score baseline:lightgbm beside the simple baselines
 
 
 def walk_forward_config(config: EvaluationConfig):

@@ -8,6 +8,7 @@ from assets.ingestion import continuous_bars
 from resources.storage import FoxhuntStorage
 
 FEATURES_CHECK = "features_contract"
+DATASET_CHECK = "training_dataset_finite"
 
 
 class FeaturesConfig(dg.Config):
@@ -88,6 +89,13 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     owners=OWNERS,
     code_version=code_version_of("foxhunt_pipeline.features.dataset", "models.windows"),
     automation_condition=EAGER_AFTER_CHECKS,
+    check_specs=[
+        dg.AssetCheckSpec(
+            DATASET_CHECK, asset="training_dataset", blocking=True,
+            description="every model input (observed, known, static) finite and no infinite "
+            "target; a failing dataset is not stored and the previous one stays live",
+        )
+    ],
     description="Chronological train / validation / test split with an embargo gap, train-only "
     "normalisation, windows of `lookback` history steps and `horizon` targets, stored as one "
     "matrix per split plus window start indices.",
@@ -95,6 +103,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
 def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
     from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
     from foxhunt_pipeline.features.dataset import build_training_dataset
+    from foxhunt_pipeline.features.finite import describe, nonfinite_columns
     from foxhunt_pipeline.storage import dataset_store, object_store
 
     frame = object_store.read_parquet(storage.table_path("features"))
@@ -111,12 +120,17 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
         ),
         close_prices=closes,
     )
-    path = dataset_store.save(data, storage.warehouse_root, storage.scratch)
+    bad = nonfinite_columns(data)
+    if bad:
+        path = "(not stored: the previous dataset stays live)"
+        context.log.error(f"training_dataset: {describe(bad)}; previous dataset kept")
+    else:
+        path = dataset_store.save(data, storage.warehouse_root, storage.scratch)
     splits = data.meta["splits"]
     table = pl.DataFrame(
         [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]
     )
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
         metadata={
             "splits": dg.MetadataValue.md(markdown_table(table)),
             "train_windows": dg.MetadataValue.int(int(splits["train"]["windows"])),
@@ -129,4 +143,14 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
             "stored_mb": round(sum(s.nbytes() for s in data.splits.values()) / 1e6, 2),
             "path": dg.MetadataValue.path(str(path)),
         }
+    )
+    yield dg.AssetCheckResult(
+        check_name=DATASET_CHECK,
+        passed=not bad,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "nonfinite_columns": dg.MetadataValue.int(len(bad)),
+            "message": describe(bad),
+            "counts": dg.MetadataValue.json(bad),
+        },
     )

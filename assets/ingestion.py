@@ -11,12 +11,21 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, check_result, code_version_of, markdown_table
+from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
 from resources.storage import FoxhuntStorage
 
 landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
 
 RAW_CHECK = "raw_bars_contract"
 CONTINUOUS_CHECK = "continuous_bars_contract"
+PRICE_JUMP_CHECK = "continuous_bars_price_jumps"
+
+
+class ContinuousBarsConfig(dg.Config):
+    """Thresholds of the non-blocking price-jump warning (see contracts.plausibility)."""
+
+    price_jump_multiple: float = DEFAULT_JUMP_MULTIPLE
+    price_jump_window: int = DEFAULT_JUMP_WINDOW
 
 
 @contextlib.contextmanager
@@ -52,8 +61,9 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
             RAW_CHECK,
             asset="raw_bars",
             blocking=True,
-            description="pandera contract: OHLC consistency, finite positive prices, volume >= 0, "
-            "unique keys, ts_event inside the file's range and increasing per instrument",
+            description="pandera contract: OHLC consistency, finite positive prices, volume <= 1e9, "
+            "unique keys, ts_event inside the file's range (and 2010..tomorrow) and increasing "
+            "per instrument",
         )
     ],
     description="Decoded OHLCV bars of one landed DBN file (partition key = file name): outright "
@@ -70,7 +80,10 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
         staging = storage.scratch / "staging" / f"{uuid.uuid4().hex}.parquet"
         staging.parent.mkdir(parents=True, exist_ok=True)
         try:
-            report = dbn_decode.ingest_dbn_file(src, staging, source_file=key, validate=True)
+            report = dbn_decode.ingest_dbn_file(
+                src, staging, source_file=key, validate=True,
+                schemas=dbn_decode.HOME_BAR_SCHEMAS,
+            )
         except dbn_decode.DbnInputError as e:
             raise dg.Failure(description=str(e), allow_retries=False) from e
     for w in report.warnings:
@@ -93,6 +106,7 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
             "rows_in_file": dg.MetadataValue.int(report.rows_in),
             "spreads_dropped": dg.MetadataValue.int(report.spreads_dropped),
             "duplicates_dropped": dg.MetadataValue.int(report.duplicates_dropped),
+            "conflicting_duplicates": dg.MetadataValue.int(report.conflicting_duplicates),
             "undef_price_rows": dg.MetadataValue.int(report.undef_price_rows),
             "schema": report.schema,
             "dbn_version": dg.MetadataValue.int(int(report.dbn_version)),
@@ -116,19 +130,29 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
         dg.AssetCheckSpec(
             CONTINUOUS_CHECK, asset="continuous_bars", blocking=True,
             description="pandera contract of the continuous series plus segment bookkeeping",
-        )
+        ),
+        dg.AssetCheckSpec(
+            PRICE_JUMP_CHECK, asset="continuous_bars", blocking=False,
+            description="warning: bars whose range exceeds price_jump_multiple x the median range "
+            "of the previous price_jump_window bars of the same contract (likely bad prints)",
+        ),
     ],
     description="One front-month series per root rolled by volume (see foxhunt_pipeline.instruments.rolls "
     "for the rule), de-duplicated across landed files; roll table in DuckDB `rolls`.",
 )
-def continuous_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
-    from foxhunt_pipeline.contracts import schemas
+def continuous_bars(
+    context: dg.AssetExecutionContext, config: ContinuousBarsConfig, storage: FoxhuntStorage
+):
+    from foxhunt_pipeline.contracts import plausibility, schemas
     from foxhunt_pipeline.instruments import rolls as continuous
     from foxhunt_pipeline.storage import object_store
 
     root = storage.warehouse_root
     raw = object_store.scan_raw_bars(root)
     frame, rolls = continuous.build_continuous(raw)
+    conflicts = continuous.duplicate_conflicts(raw)
+    if conflicts.count:
+        context.log.warning(f"continuous_bars: {conflicts.message}")
     result = schemas.validate_frame(frame, schemas.continuous_bars_schema())
     path = storage.table_path("continuous_bars")
     if result.passed:
@@ -150,6 +174,29 @@ def continuous_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
             "roots": dg.MetadataValue.md(markdown_table(per_root)),
             "rolls": dg.MetadataValue.md(markdown_table(rolls, 50)),
             "path": dg.MetadataValue.path(str(path)),
+            "conflicting_duplicates": dg.MetadataValue.int(conflicts.count),
+            "first_conflicting_duplicates": dg.MetadataValue.md(
+                markdown_table(conflicts.first, 20)
+            ),
         }
     )
     yield check_result(CONTINUOUS_CHECK, result)
+    jumps = plausibility.price_jumps(
+        frame, config.price_jump_multiple, config.price_jump_window
+    )
+    if jumps.height:
+        context.log.warning(
+            f"continuous_bars: {jumps.height} bars jump beyond {config.price_jump_multiple:g}x "
+            "the recent range (likely bad prints); see the price-jump check"
+        )
+    yield dg.AssetCheckResult(
+        check_name=PRICE_JUMP_CHECK,
+        passed=jumps.height == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "flagged_rows": dg.MetadataValue.int(jumps.height),
+            "multiple": config.price_jump_multiple,
+            "window": dg.MetadataValue.int(config.price_jump_window),
+            "first_flagged": dg.MetadataValue.md(markdown_table(jumps, 20)),
+        },
+    )

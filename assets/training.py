@@ -23,6 +23,17 @@ GPU_POOL = "gpu"
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=1, delay=5)
 
 
+def deterministic_failure(family: str, error: Exception) -> dg.Failure:
+    """A failure that the same data and settings would repeat: not retried, so the
+    TRANSIENT_RETRY policy (meant for a lost node or device) does not rerun it."""
+    return dg.Failure(
+        description=f"{family}: {error}. Not retried: the same dataset and settings fail the "
+        "same way; check the training_dataset_finite check, or lower learning_rate / set "
+        "grad_clip",
+        allow_retries=False,
+    )
+
+
 def _training_fields(section: str) -> type[dg.Config]:
     """The ``TrainConfig`` fields both forecasters' Configs share, sized by ``section``."""
 
@@ -126,7 +137,7 @@ def train_forecaster_asset(
     register a model version, publish the pointer evaluation reads."""
     from models.registry import build_model
     from models.training.checkpoint import save_checkpoint
-    from models.training.loop import TrainConfig, train_forecaster
+    from models.training.loop import TrainConfig, TrainingDivergedError, train_forecaster
     from models.windows import DEFAULT_QUANTILES
 
     data = load_dataset(storage)
@@ -162,10 +173,14 @@ def train_forecaster_asset(
                 on_epoch_end(row)
             ckpt = Path(result.checkpoint)
         else:
-            result = train_forecaster(
-                model, data, train_cfg, device=choice.device, autocast_dtype=choice.autocast_dtype,
-                checkpoint_dir=run_dir / "train_state", on_epoch_end=on_epoch_end,
-            )
+            try:
+                result = train_forecaster(
+                    model, data, train_cfg, device=choice.device,
+                    autocast_dtype=choice.autocast_dtype,
+                    checkpoint_dir=run_dir / "train_state", on_epoch_end=on_epoch_end,
+                )
+            except TrainingDivergedError as e:
+                raise deterministic_failure(family, e) from e
             ckpt = save_checkpoint(
                 run_dir / "model", model, model_type=family, config=model_config,
                 extra=_dataset_extra(data),

@@ -49,6 +49,10 @@ from foxhunt_pipeline.contracts.validation import (
 TS = pl.Datetime("ns", "UTC")
 PRICE_COLUMNS = ("open", "high", "low", "close")
 RAW_KEY = ["instrument_id", "ts_event", "publisher_id"]
+# a bar's volume above this is a broken record (a u64 near 2**64 is a negative number
+# written unsigned): far above any CME product's whole-day volume, and low enough that
+# sums over millions of bars never approach 2**63
+MAX_BAR_VOLUME = 10**9
 
 
 def _ts_ns(value: datetime | int) -> int:
@@ -79,7 +83,7 @@ def _bar_columns(start_ns: int | None, end_ns: int | None) -> dict[str, pa.Colum
         "symbol": pa.Column(pl.String, nullable=False),
         "root": pa.Column(pl.String, nullable=False),
         **{c: _price_column() for c in PRICE_COLUMNS},
-        "volume": pa.Column(pl.UInt64, nullable=False, checks=[pa.Check.ge(0)]),
+        "volume": pa.Column(pl.UInt64, nullable=False, checks=[pa.Check.le(MAX_BAR_VOLUME)]),
     }
 
 
@@ -132,6 +136,7 @@ def continuous_bars_schema() -> pa.DataFrameSchema:
 __all__ = [
     "FAILURE_SCHEMA",
     "FRAME_CHECKS_IMPLIED_BY_ORDER",
+    "MAX_BAR_VOLUME",
     "PRICE_COLUMNS",
     "RAW_KEY",
     "SCREEN_KEY",

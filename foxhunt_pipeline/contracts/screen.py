@@ -48,6 +48,8 @@ def _column_screen(name: str, check: pa.Check, spec: dict) -> pl.Expr | None:
         return (c > stats["min_value"]).all()
     if check.name == "greater_than_or_equal_to":
         return (c >= stats["min_value"]).all()
+    if check.name == "less_than_or_equal_to":
+        return (c <= stats["max_value"]).all()
     if check.name == "finite":
         return c.is_finite().all()
     if check.name == "ts_event_in_metadata_range" and name == "ts_event":

@@ -17,18 +17,15 @@ from functools import lru_cache
 import polars as pl
 
 from foxhunt_pipeline.features.grid import EXCHANGE_TZ, SESSION_MINUTES, SESSION_OPEN_HOUR
-from foxhunt_pipeline.instruments.specs import spec
+from foxhunt_pipeline.instruments.specs import CALENDAR_OF_CLASS, spec
 
-CALENDAR_BY_ASSET_CLASS = {
-    "equity_index": "CME_Equity",
-    "rates": "CME_Bond",
-    "energy": "CMEGlobex_Energy",
-    "metals": "CMEGlobex_Metals",
-}
+CALENDAR_BY_ASSET_CLASS = CALENDAR_OF_CLASS  # the table's default per asset class
 # Days before expiry when front-month volume usually moves to the next contract: an
 # approximation (equity: the Thursday a week before expiry; rates and metals: before
-# first notice day at the end of the prior month; crude: about a week before expiry).
-ROLL_LEAD_DAYS = {"equity_index": 8, "rates": 35, "energy": 7, "metals": 33}
+# first notice day at the end of the prior month; crude and FX: about a week before
+# expiry; grains: before first notice day, about a month before expiry).
+ROLL_LEAD_DAYS = {"equity_index": 8, "rates": 35, "energy": 7, "metals": 33, "fx": 7,
+                  "agriculture": 30}
 REGULAR_CLOSE_MINUTE = 16 * 60  # 16:00 CT
 RTH_OPEN_MINUTE, RTH_CLOSE_MINUTE = 8 * 60 + 30, 15 * 60  # US cash session, CT
 
@@ -51,7 +48,9 @@ KNOWN_NAMES: tuple[str, ...] = (
 
 
 def calendar_name(root: str) -> str:
-    return CALENDAR_BY_ASSET_CLASS[spec(root).asset_class]
+    """The root's exchange calendar, from the instrument table (by asset class if unset)."""
+    s = spec(root)
+    return s.calendar or CALENDAR_BY_ASSET_CLASS[s.asset_class]
 
 
 @lru_cache(maxsize=16)

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from foxhunt_pipeline.contracts.schemas import MAX_BAR_VOLUME
 from foxhunt_pipeline.contracts.tables import RAW_BARS_ARROW_SCHEMA, RAW_BARS_POLARS_SCHEMA
 
 UNDEF_PRICE = databento_dbn.UNDEF_PRICE
@@ -100,11 +101,12 @@ def _batch(
             cols.append(pa.array(px, pa.float64(), mask=undef))
         else:
             cols.append(pa.array(px, pa.float64()))
-    cols.append(pa.array(np.ascontiguousarray(recs["volume"]), pa.uint64()))
+    volume = np.ascontiguousarray(recs["volume"])
+    cols.append(pa.array(volume, pa.uint64()))
     cols.append(_const_dict(source_file, n))
     n_undef = 0 if any_undef is None else int(any_undef.sum())
     if screen is not None:
-        screen.passed = n > 0 and n_undef == 0 and root is not None and screen.judge(ts, prices)
+        screen.passed = n > 0 and n_undef == 0 and root is not None and screen.judge(ts, prices, volume)
     return pa.RecordBatch.from_arrays(cols, schema=WRITE_SCHEMA), n_undef
 
 
@@ -113,7 +115,7 @@ class BatchScreen:
     over the finished batch (which cost as much as the rest of the batch put together).
 
     Like :func:`foxhunt_pipeline.contracts.schemas.screen_passes` it may only be too strict: True
-    means every row passes the contract's checks (positive finite prices, consistent OHLC,
+    means every row passes the contract's checks (positive finite prices, consistent OHLC, volume within bounds,
     ``ts_event`` inside the metadata range and strictly increasing, no nulls); the step
     from the previous batch is left to :meth:`StreamValidator.feed_passed`. It applies
     only to a schema whose checks are exactly :data:`CHECKS` (see :meth:`for_schema`)."""
@@ -124,7 +126,7 @@ class BatchScreen:
         {
             *((c, "greater_than", (("min_value", 0),)) for c in PRICE_COLUMNS),
             *((c, "finite", ()) for c in PRICE_COLUMNS),
-            ("volume", "greater_than_or_equal_to", (("min_value", 0),)),
+            ("volume", "less_than_or_equal_to", (("max_value", MAX_BAR_VOLUME),)),
             ("ts_event", "ts_event_in_metadata_range", ()),
             (None, "ohlc_consistent", ()),
             (None, "ts_event_increasing_per_instrument", ()),
@@ -154,8 +156,10 @@ class BatchScreen:
         layout = dict(RAW_BARS_POLARS_SCHEMA)
         return cls(start_ns, end_ns) if names <= cls.CHECKS and expected == layout else None
 
-    def judge(self, ts: np.ndarray, prices: list[np.ndarray]) -> bool:
+    def judge(self, ts: np.ndarray, prices: list[np.ndarray], volume: np.ndarray) -> bool:
         o, h, lo, c = prices
+        if len(volume) and int(volume.max()) > MAX_BAR_VOLUME:
+            return False
         if len(ts) > 1 and not bool((ts[1:] > ts[:-1]).all()):
             return False
         if self.start_ns is not None and int(ts[0]) < self.start_ns:

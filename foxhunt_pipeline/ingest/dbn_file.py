@@ -6,19 +6,29 @@ The landed file is only ever opened for reading."""
 from __future__ import annotations
 
 import io
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import databento as db
 import databento_dbn
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import zstandard
 from databento.common.error import BentoError
 from databento_dbn import Compression
 
+from foxhunt_pipeline.instruments.specs import parse_outright
+
 BAR_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
+# the record type each bar schema's records carry (databento_dbn.RType.from_schema)
+RTYPE_OF = {
+    s: int(databento_dbn.RType.from_schema(databento_dbn.Schema.from_str(s)).value)
+    for s in BAR_SCHEMAS
+}
+SCHEMA_OF_RTYPE = {r: s for s, r in RTYPE_OF.items()}
 UNDEF_TIMESTAMP = databento_dbn.UNDEF_TIMESTAMP
 
 
@@ -223,12 +233,96 @@ def read_metadata(src: Path | str) -> DbnMetadata:
 # ------------------------------------------------------------------ symbology
 
 
-def _check_bars(src: Path, meta: DbnMetadata) -> None:
+def _check_bars(
+    src: Path,
+    meta: DbnMetadata,
+    schemas: Sequence[str] = BAR_SCHEMAS,
+    datasets: Collection[str] | None = None,
+    plausible: bool = True,
+) -> None:
+    """Refuse, before any record is read, a file whose header says it cannot be bars of
+    this home: another schema or dataset, or dates outside :data:`PLAUSIBLE_NS`."""
     if meta.schema is None:
         raise DbnInputError(src, "mixed-schema DBN stream; raw_bars needs one ohlcv schema")
     if meta.schema not in BAR_SCHEMAS:
         raise DbnInputError(
             src,
             f"DBN schema {meta.schema!r} is not a bar schema; raw_bars accepts "
-            f"{', '.join(BAR_SCHEMAS)}",
+            f"{', '.join(schemas)}",
         )
+    if meta.schema not in schemas:
+        raise DbnInputError(
+            src,
+            f"{meta.schema} bars are not supported: this home's bar size is "
+            f"{' / '.join(x.removeprefix('ohlcv-') for x in schemas)}; land "
+            f"{' or '.join(schemas)} files instead (foxhunt download --schema {schemas[0]})",
+        )
+    if datasets is not None and meta.dataset not in datasets:
+        raise DbnInputError(
+            src,
+            f"dataset {meta.dataset!r} is not supported; raw_bars accepts "
+            f"{', '.join(sorted(datasets))} (CME Globex futures)",
+        )
+    if not plausible:
+        return
+    lo, hi = plausible_ns()
+    end = meta.end_ns if meta.end_ns is not None else meta.start_ns
+    if meta.start_ns < lo or end > hi:
+        raise DbnInputError(
+            src,
+            f"implausible dates: the header says {meta.start.isoformat()} .. "
+            f"{meta.end.isoformat() if meta.end is not None else 'open end'}, outside "
+            f"{_iso(lo)} .. {_iso(hi)} (CME Globex history up to tomorrow)",
+        )
+
+
+def _iso(ns: int) -> str:
+    return pd.Timestamp(ns, unit="ns", tz="UTC").isoformat()
+
+
+# CME Globex data on Databento (GLBX.MDP3) starts on 2010-06-06; nothing is dated after
+# tomorrow (UTC). A header or a bar outside this range is a broken or crafted file.
+PLAUSIBLE_START = pd.Timestamp("2010-01-01", tz="UTC")
+PLAUSIBLE_FUTURE = pd.Timedelta(days=2)
+
+
+def plausible_ns(now: pd.Timestamp | None = None) -> tuple[int, int]:
+    """[lo, hi) in ns of the dates a bar may carry."""
+    now = now or pd.Timestamp.now(tz="UTC")
+    return int(PLAUSIBLE_START.value), int((now.normalize() + PLAUSIBLE_FUTURE).value)
+
+
+def check_rtype(src: Path, schema: str, rtypes: np.ndarray) -> None:
+    """Every record must be of the record type its header's schema promises (an
+    ohlcv-1h record in an ohlcv-1m file would be read as a minute)."""
+    expected = RTYPE_OF[schema]
+    bad = rtypes != expected
+    if bad.any():
+        got = sorted({int(x) for x in np.unique(rtypes[bad])})
+        names = ", ".join(SCHEMA_OF_RTYPE.get(r, f"rtype {r}") for r in got)
+        raise DbnInputError(
+            src,
+            f"{int(bad.sum())} records are {names} but the header says {schema} "
+            f"(rtype {expected}); refusing the file rather than mixing bar sizes",
+        )
+
+
+def check_roots(src: Path, meta: DbnMetadata, known: Collection[str]) -> None:
+    """Refuse a file whose header names a product outside the instrument table (parent
+    ``6E.FUT`` or a raw outright ``6EH4``): its bars could not be rolled or costed."""
+    roots = set()
+    for sym in meta.symbols:
+        if sym.endswith(".FUT"):
+            roots.add(sym.removesuffix(".FUT"))
+        elif (parsed := parse_outright(sym, meta.start.date())) is not None:
+            roots.add(parsed[0])
+    if unknown := sorted(roots - set(known)):
+        raise DbnInputError(src, unknown_root_problem(unknown))
+
+
+def unknown_root_problem(roots: Collection[str]) -> str:
+    return (
+        f"futures root(s) {', '.join(sorted(roots))} not in the instrument table "
+        "(foxhunt_pipeline/instruments/specs.py ROOTS); add the product there "
+        "(docs/contracts.md, 'Adding a product') and land the file again"
+    )

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import polars as pl
 import pyarrow as pa
 
@@ -58,7 +59,11 @@ from foxhunt_pipeline.ingest.dbn_file import (
     _check_bars,
     _metadata_of,
     _open_store,
+    check_roots,
+    check_rtype,
+    plausible_ns,
     read_metadata,
+    unknown_root_problem,
 )
 from foxhunt_pipeline.ingest.records import (
     _dedupe_sorted,
@@ -68,6 +73,7 @@ from foxhunt_pipeline.ingest.records import (
 )
 from foxhunt_pipeline.ingest.spill import _SpillArea
 from foxhunt_pipeline.ingest.symbols import _Resolver, spread_ids_from_definitions
+from foxhunt_pipeline.instruments.specs import ROOTS
 from models.atomic import atomic_write
 
 
@@ -80,6 +86,8 @@ class IngestReport(NsRange):
     spreads_dropped: int = 0
     unmapped_dropped: int = 0
     duplicates_dropped: int = 0
+    conflicting_duplicates: int = 0  # dropped copies whose OHLCV differ from the kept one
+    first_conflicts: list[tuple[int, int]] = field(default_factory=list)  # (iid, ts ns)
     undef_price_rows: int = 0
     schema: str = ""
     dataset: str = ""
@@ -99,6 +107,7 @@ class IngestReport(NsRange):
             "spreads_dropped": self.spreads_dropped,
             "unmapped_dropped": self.unmapped_dropped,
             "duplicates_dropped": self.duplicates_dropped,
+            "conflicting_duplicates": self.conflicting_duplicates,
             "undef_price_rows": self.undef_price_rows,
             "schema": self.schema,
             "dataset": self.dataset,
@@ -111,6 +120,10 @@ class IngestReport(NsRange):
 
 
 DEFAULT_SPILL_MEMORY_BYTES = 192 * 2**20
+# what this home's tables are built from: one bar size (features, windows, annualisation
+# and costs assume one-minute bars) and CME Globex
+HOME_BAR_SCHEMAS = ("ohlcv-1m",)
+DATASETS = frozenset({"GLBX.MDP3"})
 # one row group per chunk and instrument at most: small enough that a decoded chunk, its
 # Arrow batches and the writer's queue stay a few tens of MB
 DEFAULT_CHUNK_RECORDS = 262_144
@@ -135,6 +148,7 @@ class _Run:
     validator: StreamValidator | None
     source_file: str
     row_group_rows: int
+    known_roots: Collection[str] = ()
     writer: _BackgroundWriter | None = None
     # numpy screen of each batch as it is built (None: every batch screened by polars)
     screen: BatchScreen | None = None
@@ -150,6 +164,8 @@ class _Run:
                 else:
                     report.unmapped_dropped += hi - lo
                 continue
+            if root is not None and root not in self.known_roots:
+                raise DbnInputError(report.source, f"{symbol}: " + unknown_root_problem([root]))
             for a in range(lo, hi, self.row_group_rows):
                 b = min(a + self.row_group_rows, hi)
                 batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file, self.screen)
@@ -181,6 +197,10 @@ def ingest_dbn_file(
     row_group_rows: int = 262_144,
     validate: bool = False,
     spill_memory_bytes: int = DEFAULT_SPILL_MEMORY_BYTES,
+    schemas: Sequence[str] = BAR_SCHEMAS,
+    datasets: Collection[str] = DATASETS,
+    known_roots: Collection[str] = ROOTS.keys(),
+    plausible_dates: bool = True,
 ) -> IngestReport:
     """Decode one landed DBN bar file into one raw_bars parquet file at ``dest``.
 
@@ -216,6 +236,10 @@ def ingest_dbn_file(
         row_group_rows=row_group_rows,
         validate=validate,
         spill_memory_bytes=spill_memory_bytes,
+        schemas=tuple(schemas),
+        datasets=datasets,
+        known_roots=frozenset(known_roots),
+        plausible_dates=plausible_dates,
     )
     try:
         return _ingest(src, dest, stream_first=True, **options)  # type: ignore[arg-type]
@@ -236,10 +260,19 @@ def _ingest(
     row_group_rows: int,
     validate: bool,
     spill_memory_bytes: int,
+    schemas: Sequence[str],
+    datasets: Collection[str],
+    known_roots: Collection[str],
+    plausible_dates: bool,
 ) -> IngestReport:
     store = _open_store(src)
     meta = _metadata_of(src, store)
-    _check_bars(src, meta)
+    _check_bars(src, meta, schemas, datasets, plausible_dates)
+    check_roots(src, meta, known_roots)
+    assert meta.schema is not None
+    # rows must lie in the header's range, and that range in the plausible one
+    lo, hi = plausible_ns() if plausible_dates else (0, 2**63 - 1)
+    start_ns, end_ns = max(meta.start_ns, lo), min(hi if meta.end_ns is None else meta.end_ns, hi)
     report = IngestReport(
         source=src,
         dest=dest,
@@ -252,13 +285,13 @@ def _ingest(
     )
     resolver = _Resolver(meta, spread_ids, def_symbols)
     validator = (
-        StreamValidator(raw_bars_schema(meta.start_ns, meta.end_ns), label=f"raw_bars ({src.name})")
+        StreamValidator(raw_bars_schema(start_ns, end_ns), label=f"raw_bars ({src.name})")
         if validate
         else None
     )
-    run = _Run(report, resolver, validator, source_file, row_group_rows)
+    run = _Run(report, resolver, validator, source_file, row_group_rows, known_roots)
     if validator is not None:
-        run.screen = BatchScreen.for_schema(validator.schema, meta.start_ns, meta.end_ns)
+        run.screen = BatchScreen.for_schema(validator.schema, start_ns, end_ns)
     keep: dict[int, bool] = {}
     known = sorted(set(resolver.intervals) | set(def_symbols))
     stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None
@@ -271,6 +304,7 @@ def _ingest(
             streamed_last = -1
             for arr in _iter_chunks(store, src, chunk_records):
                 report.rows_in += len(arr)
+                check_rtype(src, meta.schema, arr["rtype"])
                 for iid, recs in _split_by_instrument(arr):
                     kept = keep.get(iid)
                     if kept is None:
@@ -293,8 +327,11 @@ def _ingest(
                         run.emit(iid, recs)
                     continue
                 whole = np.concatenate(list(spill.blocks(iid, row_group_rows)))
-                recs = _dedupe_sorted(whole)
+                recs, conflicts = _dedupe_sorted(whole)
                 report.duplicates_dropped += len(whole) - len(recs)
+                if len(conflicts):
+                    report.conflicting_duplicates += len(conflicts)
+                    report.first_conflicts += [(iid, int(t)) for t in conflicts[:5]]
                 del whole
                 run.emit(iid, recs)
             if report.rows_out == 0:
@@ -322,6 +359,16 @@ def _ingest(
             f"{src.name}: {report.unmapped_dropped} rows of instrument_id(s) {ids} have no "
             "symbol mapping on their date and were dropped"
         )
+    if report.conflicting_duplicates:
+        first = ", ".join(
+            f"instrument {i} at {pd.Timestamp(t, tz='UTC').isoformat()}"
+            for i, t in report.first_conflicts[:5]
+        )
+        report.warnings.append(
+            f"{src.name}: {report.conflicting_duplicates} duplicate bars (same instrument, "
+            f"ts_event and publisher) disagree with the first copy in the file, which is "
+            f"kept; first: {first}"
+        )
     if report.undef_price_rows:
         report.warnings.append(
             f"{src.name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
@@ -332,7 +379,9 @@ def _ingest(
 __all__ = [
     "BAR_SCHEMAS",
     "DEFAULT_CHUNK_RECORDS",
+    "DATASETS",
     "DEFAULT_SPILL_MEMORY_BYTES",
+    "HOME_BAR_SCHEMAS",
     "KEY_COLUMNS",
     "PARQUET_OPTIONS",
     "PRICE_COLUMNS",

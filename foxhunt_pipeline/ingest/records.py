@@ -64,16 +64,29 @@ def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         yield int(sorted_ids[lo]), take(order[lo:hi])
 
 
-def _dedupe_sorted(recs: np.ndarray) -> np.ndarray:
-    """Sort one instrument's records by (ts_event, publisher_id), keep each key's first."""
+VALUE_FIELDS = ("open", "high", "low", "close", "volume")
+
+
+def _dedupe_sorted(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort one instrument's records by (ts_event, publisher_id), keep each key's first
+    (in file order); also the ``ts_event`` of the dropped copies whose OHLCV differ from
+    the kept one (conflicting duplicates, reported rather than silently dropped)."""
     order = np.lexsort((recs["publisher_id"], recs["ts_event"]))  # stable
     recs = recs[order]
     if len(recs) < 2:
-        return recs
+        return recs, np.empty(0, dtype=np.uint64)
     same = (recs["ts_event"][1:] == recs["ts_event"][:-1]) & (
         recs["publisher_id"][1:] == recs["publisher_id"][:-1]
     )
-    return recs[np.r_[True, ~same]]
+    first = np.r_[True, ~same]
+    if not same.any():
+        return recs, np.empty(0, dtype=np.uint64)
+    kept_idx = np.maximum.accumulate(np.where(first, np.arange(len(recs)), 0))
+    differs = np.zeros(len(recs), dtype=bool)
+    for c in VALUE_FIELDS:
+        differs |= recs[c] != recs[c][kept_idx]
+    conflicts = recs["ts_event"][~first & differs]
+    return recs[first], conflicts
 
 
 class _Prefetcher:

@@ -70,11 +70,61 @@ class _Front:
     seq: int
 
 
+VALUE_COLUMNS = ["open", "high", "low", "close", "volume"]
+
+
 def dedupe_bars(raw: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (instrument_id, ts_event, publisher_id), whichever file it came from."""
+    """One row per (instrument_id, ts_event, publisher_id), whichever file it came from.
+
+    Rule for duplicates: the row of the landed file whose name sorts first is kept
+    (the same bar landed twice is one row; see :func:`duplicate_conflicts` for copies
+    that disagree)."""
+    return _sorted(raw).unique(subset=KEY, keep="first", maintain_order=True)
+
+
+def _sorted(raw: pl.LazyFrame) -> pl.LazyFrame:
     cols = raw.collect_schema().names()
-    order = [*KEY, "source_file"] if "source_file" in cols else KEY
-    return raw.sort(order).unique(subset=KEY, keep="first", maintain_order=True)
+    return raw.sort([*KEY, "source_file"] if "source_file" in cols else KEY)
+
+
+@dataclass(frozen=True)
+class DuplicateConflicts:
+    """Bars landed more than once with different values: how many dropped copies
+    disagree with the kept one, and the first of them (kept file vs dropped file)."""
+
+    count: int
+    first: pl.DataFrame
+
+    @property
+    def message(self) -> str:
+        if not self.count:
+            return ""
+        keys = ", ".join(
+            f"{r['symbol']} {r['ts_event']} (publisher {r['publisher_id']})"
+            for r in self.first.head(5).iter_rows(named=True)
+        )
+        return (
+            f"{self.count} duplicate bars disagree with the copy kept (same instrument, "
+            f"ts_event and publisher, other prices or volume); kept the row of the file "
+            f"whose name sorts first; first keys: {keys}"
+        )
+
+
+def duplicate_conflicts(raw: pl.LazyFrame, first: int = 20) -> DuplicateConflicts:
+    """Copies of a key whose OHLCV differ from the copy :func:`dedupe_bars` keeps."""
+    ordered = _sorted(raw)
+    cols = ordered.collect_schema().names()
+    new_key = ~pl.all_horizontal([pl.col(c) == pl.col(c).shift(1) for c in KEY]).fill_null(False)
+    kept = [pl.when(new_key).then(pl.col(c)).forward_fill().alias(f"kept_{c}") for c in VALUE_COLUMNS]
+    if "source_file" in cols:
+        kept.append(pl.when(new_key).then(pl.col("source_file")).forward_fill().alias("kept_file"))
+    differs = pl.any_horizontal(
+        [pl.col(c).ne_missing(pl.col(f"kept_{c}")) for c in VALUE_COLUMNS]
+    )
+    bad = ordered.with_columns(new_key.alias("_new"), *kept).filter(~pl.col("_new") & differs)
+    count = int(bad.select(pl.len()).collect().item())
+    shown = [*KEY, "symbol", *VALUE_COLUMNS, *(["kept_file", "source_file"] if "source_file" in cols else [])]
+    return DuplicateConflicts(count, bad.select(shown).head(first).collect() if count else pl.DataFrame())
 
 
 def _pick(cands: dict[str, int], expiry: dict[str, date]) -> str:
@@ -138,7 +188,9 @@ def build_continuous(raw: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     bars_df = bars.collect()
     daily = (
         bars_df.group_by("root", "symbol", "day")
-        .agg(pl.col("volume").sum())
+        # Int128: a u64 sum wraps silently (a broken bar near 2**64 would make the front
+        # look idle and move the roll)
+        .agg(pl.col("volume").cast(pl.Int128).sum())
         .sort("root", "day", "symbol")
     )
     day_rows: list[tuple] = []
@@ -174,9 +226,11 @@ def days_to_expiry(expiry: pl.Expr, ts: pl.Expr) -> pl.Expr:
 
 __all__ = [
     "ROLLS_SCHEMA",
+    "DuplicateConflicts",
     "build_continuous",
     "contract_expiry",
     "days_to_expiry",
     "dedupe_bars",
+    "duplicate_conflicts",
     "trade_date",
 ]

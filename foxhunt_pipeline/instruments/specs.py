@@ -19,30 +19,84 @@ _OUTRIGHT = re.compile(r"^(?P<root>[A-Z0-9]{1,3}?)(?P<month>[FGHJKMNQUVXZ])(?P<y
 class RootSpec:
     root: str
     name: str
-    asset_class: str  # equity_index, rates, energy, metals
-    tick_size: float
-    multiplier: float  # currency per 1.0 of price
-    contract_months: str  # month codes listed
-    expiry_rule: str  # third_friday, treasury, energy, metals
-    price_level: float  # typical price, for the generator
+    asset_class: str  # equity_index, rates, energy, metals, fx, agriculture
+    tick_size: float  # minimum price increment of an outright, in the price's own unit
+    multiplier: float  # currency per 1.0 of price (the point value)
+    contract_months: str  # month codes of the contracts that carry the volume
+    expiry_rule: str  # see expiry_date
+    price_level: float  # typical price, for the generator and as a cost fallback
     daily_volume: float  # typical front-month contracts per day
     daily_vol: float  # typical daily log-return std
     asset_class_id: int
-    root_id: int
+    root_id: int  # stable: static model inputs and synthetic instrument ids use it
+    calendar: str = ""  # pandas_market_calendars name (holidays, early closes)
 
     @property
     def tick_value(self) -> float:
         return self.tick_size * self.multiplier
 
 
+ASSET_CLASS_IDS = {
+    "equity_index": 0, "rates": 1, "energy": 2, "metals": 3, "fx": 4, "agriculture": 5,
+}
+CALENDAR_OF_CLASS = {
+    "equity_index": "CME_Equity",
+    "rates": "CME_Bond",
+    "energy": "CMEGlobex_Energy",
+    "metals": "CMEGlobex_Metals",
+    "fx": "CMEGlobex_FX",
+    "agriculture": "CMEGlobex_Grains",
+}
+
+
+def _root(root: str, name: str, asset_class: str, tick: float, multiplier: float, months: str,
+          rule: str, price: float, volume: float, vol: float, root_id: int) -> RootSpec:
+    return RootSpec(root, name, asset_class, tick, multiplier, months, rule, price, volume, vol,
+                    ASSET_CLASS_IDS[asset_class], root_id, CALENDAR_OF_CLASS[asset_class])
+
+
+_Q = "HMUZ"  # quarterly cycle
+_ALL = "FGHJKMNQUVXZ"
+# CME contract specifications (cmegroup.com, "Contract Specs" of each product): tick is the
+# outright minimum fluctuation, multiplier the contract unit; prices as GLBX.MDP3 gives
+# them (grains in cents per bushel, FX in USD per unit of the foreign currency). The
+# typical price / volume / volatility are rough 2024 levels, for the generator only.
+# root_id: never renumber a root (models and synthetic ids depend on it); append new ones.
 ROOTS: dict[str, RootSpec] = {
     s.root: s
     for s in (
-        RootSpec("ES", "E-mini S&P 500", "equity_index", 0.25, 50.0, "HMUZ", "third_friday", 4800.0, 1_500_000, 0.011, 0, 0),
-        RootSpec("NQ", "E-mini Nasdaq-100", "equity_index", 0.25, 20.0, "HMUZ", "third_friday", 17000.0, 600_000, 0.014, 0, 1),
-        RootSpec("ZN", "10-Year T-Note", "rates", 1 / 64, 1000.0, "HMUZ", "treasury", 110.0, 1_300_000, 0.004, 1, 2),
-        RootSpec("CL", "Crude Oil", "energy", 0.01, 1000.0, "FGHJKMNQUVXZ", "energy", 75.0, 350_000, 0.022, 2, 3),
-        RootSpec("GC", "Gold", "metals", 0.10, 100.0, "GJMQVZ", "metals", 2050.0, 200_000, 0.009, 3, 4),
+        # equity index: third Friday of the contract month
+        _root("ES", "E-mini S&P 500", "equity_index", 0.25, 50.0, _Q, "third_friday", 4800.0, 1_500_000, 0.011, 0),
+        _root("NQ", "E-mini Nasdaq-100", "equity_index", 0.25, 20.0, _Q, "third_friday", 17000.0, 600_000, 0.014, 1),
+        _root("RTY", "E-mini Russell 2000", "equity_index", 0.10, 50.0, _Q, "third_friday", 2000.0, 150_000, 0.015, 5),
+        _root("YM", "E-mini Dow ($5)", "equity_index", 1.0, 5.0, _Q, "third_friday", 38000.0, 150_000, 0.010, 6),
+        _root("MES", "Micro E-mini S&P 500", "equity_index", 0.25, 5.0, _Q, "third_friday", 4800.0, 1_200_000, 0.011, 7),
+        _root("MNQ", "Micro E-mini Nasdaq-100", "equity_index", 0.25, 2.0, _Q, "third_friday", 17000.0, 800_000, 0.014, 8),
+        # rates: ZN/ZB/UB 7th business day before the month's last; ZT/ZF its last business day
+        _root("ZN", "10-Year T-Note", "rates", 1 / 64, 1000.0, _Q, "treasury", 110.0, 1_300_000, 0.004, 2),
+        _root("ZB", "U.S. Treasury Bond", "rates", 1 / 32, 1000.0, _Q, "treasury", 118.0, 350_000, 0.008, 9),
+        _root("UB", "Ultra U.S. Treasury Bond", "rates", 1 / 32, 1000.0, _Q, "treasury", 125.0, 200_000, 0.010, 10),
+        _root("ZF", "5-Year T-Note", "rates", 1 / 128, 1000.0, _Q, "treasury_month_end", 106.0, 700_000, 0.003, 11),
+        _root("ZT", "2-Year T-Note", "rates", 1 / 256, 2000.0, _Q, "treasury_month_end", 102.0, 400_000, 0.0012, 12),
+        # energy
+        _root("CL", "Crude Oil", "energy", 0.01, 1000.0, _ALL, "energy", 75.0, 350_000, 0.022, 3),
+        _root("NG", "Henry Hub Natural Gas", "energy", 0.001, 10_000.0, _ALL, "natural_gas", 2.5, 150_000, 0.035, 13),
+        _root("RB", "RBOB Gasoline", "energy", 0.0001, 42_000.0, _ALL, "prior_month_end", 2.3, 60_000, 0.022, 14),
+        _root("HO", "NY Harbor ULSD", "energy", 0.0001, 42_000.0, _ALL, "prior_month_end", 2.6, 60_000, 0.022, 15),
+        # metals: third-last business day of the contract month
+        _root("GC", "Gold", "metals", 0.10, 100.0, "GJMQVZ", "metals", 2050.0, 200_000, 0.009, 4),
+        _root("SI", "Silver", "metals", 0.005, 5000.0, "HKNUZ", "metals", 23.0, 60_000, 0.017, 16),
+        _root("HG", "Copper", "metals", 0.0005, 25_000.0, "HKNUZ", "metals", 3.9, 80_000, 0.013, 17),
+        # FX: two business days before the third Wednesday (6C: one)
+        _root("6E", "Euro FX", "fx", 0.00005, 125_000.0, _Q, "fx", 1.09, 200_000, 0.005, 18),
+        _root("6J", "Japanese Yen", "fx", 0.0000005, 12_500_000.0, _Q, "fx", 0.0068, 120_000, 0.006, 19),
+        _root("6B", "British Pound", "fx", 0.0001, 62_500.0, _Q, "fx", 1.27, 80_000, 0.005, 20),
+        _root("6A", "Australian Dollar", "fx", 0.00005, 100_000.0, _Q, "fx", 0.66, 90_000, 0.007, 21),
+        _root("6C", "Canadian Dollar", "fx", 0.00005, 100_000.0, _Q, "fx_cad", 0.74, 60_000, 0.004, 22),
+        # grains (cents per bushel, 5,000 bushels): business day before the 15th
+        _root("ZC", "Corn", "agriculture", 0.25, 50.0, "HKNUZ", "grains", 450.0, 200_000, 0.015, 23),
+        _root("ZS", "Soybeans", "agriculture", 0.25, 50.0, "FHKNQUX", "grains", 1200.0, 120_000, 0.012, 24),
+        _root("ZW", "Chicago SRW Wheat", "agriculture", 0.25, 50.0, "HKNUZ", "grains", 600.0, 80_000, 0.018, 25),
     )
 }
 
@@ -123,6 +177,18 @@ def expiry_date(root: str, year: int, month: int) -> date:
         return _business_days_back(d, 3)
     if rule == "metals":  # third-last business day of the month
         return _business_days_back(_last_business_day(year, month), 2)
+    if rule == "treasury_month_end":  # last business day of the contract month
+        return _last_business_day(year, month)
+    if rule == "natural_gas":  # three business days before the contract month's first day
+        return _business_days_back(date(year, month, 1), 3)
+    if rule == "prior_month_end":  # last business day of the month before the contract month
+        return _business_days_back(date(year, month, 1), 1)
+    if rule in ("fx", "fx_cad"):  # business days before the third Wednesday
+        first = date(year, month, 1)
+        third_wednesday = first + timedelta(days=(2 - first.weekday()) % 7 + 14)
+        return _business_days_back(third_wednesday, 2 if rule == "fx" else 1)
+    if rule == "grains":  # the business day before the 15th
+        return _business_days_back(date(year, month, 15), 1)
     raise ValueError(f"unknown expiry rule {rule!r} for root {root}")
 
 

@@ -59,7 +59,7 @@ def landed(request, tmp_path: Path) -> tuple[Path, Path, list[int]]:
     else:
         src = SAMPLE_DBN / request.param
     dest = raw_bars_partition_path(tmp_path / "wh", src.name)
-    ingest_dbn_file(src, dest)
+    ingest_dbn_file(src, dest, plausible_dates=False)  # 2255 is implausible on purpose
     return src, dest, dbnstore_ns(src)
 
 

@@ -13,7 +13,8 @@ from models.evaluation.walk_forward import (
     walk_forward,
 )
 from models.training.loop import TrainConfig
-from models.windows import DEFAULT_QUANTILES, synthetic_training_data
+from models.windows import DEFAULT_QUANTILES
+from tests.model_data import synthetic_training_data
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SIX_HOURS = 6 * 3600 * 10**9

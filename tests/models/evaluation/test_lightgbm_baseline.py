@@ -8,7 +8,8 @@ import pytest
 
 from models.evaluation.evaluate import predict_windows
 from models.evaluation.lightgbm_baseline import LightGBMQuantiles, fit_lightgbm_quantiles
-from models.windows import SplitArrays, TrainingData, synthetic_training_data
+from models.windows import SplitArrays, TrainingData
+from tests.model_data import synthetic_training_data
 
 ROWS = {"train": 2400, "validation": 700, "test": 700}
 FAST = dict(fit_quantiles=(0.1, 0.5, 0.9), num_boost_round=60, min_data_in_leaf=50)

@@ -23,7 +23,7 @@ from models.evaluation.walk_forward import (
     trading_baselines,
     walk_forward,
 )
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 LOOKBACK, HORIZON = 8, 2
 SIX_HOURS = 6 * 3600 * 10**9

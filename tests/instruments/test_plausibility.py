@@ -1,0 +1,129 @@
+"""Rolls and plausibility on bad values: a wrapped volume does not move the roll,
+conflicting duplicates are counted and resolved by the documented rule, price spikes are
+flagged (not dropped), and the instrument table holds the CME products' real terms."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import polars as pl
+import pytest
+
+from foxhunt_pipeline.contracts.plausibility import price_jumps
+from foxhunt_pipeline.instruments.rolls import build_continuous, dedupe_bars, duplicate_conflicts
+from foxhunt_pipeline.instruments.specs import ROOTS, expiry_date, parse_outright
+from tests.instruments.test_continuous import raw_frame, weekdays
+
+
+def test_a_volume_near_2_pow_64_does_not_move_the_roll():
+    d = weekdays(date(2024, 1, 8), 4)
+    vols = [{"ESH4": 900, "ESM4": 90}] * 4
+    control, control_rolls = build_continuous(raw_frame(list(zip(d, vols, strict=True))))
+    bad = raw_frame(list(zip(d, vols, strict=True))).collect()
+    # one ESH4 bar on day 2 carries 2**64 - 100: a u64 daily sum wraps to ~200 < ESM4's 90x3
+    row = bad.with_row_index().filter(
+        (pl.col("symbol") == "ESH4") & (pl.col("source_file") == f"{d[1]}.dbn")
+    )["index"][0]
+    bad = bad.with_columns(
+        pl.when(pl.int_range(pl.len()) == row).then(pl.lit(2**64 - 100, pl.UInt64))
+        .otherwise(pl.col("volume")).alias("volume")
+    )
+    cont, rolls = build_continuous(bad.lazy())
+    assert control_rolls.height == 0
+    assert rolls.height == 0  # ESH4 stays front: its true volume is the largest
+    assert cont["symbol"].unique().to_list() == ["ESH4"]
+
+
+def test_conflicting_duplicates_are_counted_and_the_first_file_wins():
+    d = weekdays(date(2024, 1, 8), 1)
+    a = raw_frame([(d[0], {"ESH4": 900})]).collect()
+    same = a.with_columns(pl.lit("b-same.dbn").alias("source_file"))
+    other = a.with_columns(pl.lit("c-other.dbn").alias("source_file"),
+                           pl.col("close") * 2, pl.col("high") * 2)
+    raw = pl.concat([other, a, same]).lazy()
+    report = duplicate_conflicts(raw)
+    assert report.count == a.height  # every bar of c-other.dbn disagrees; b-same.dbn agrees
+    assert report.first["source_file"].unique().to_list() == ["c-other.dbn"]
+    assert report.first["kept_file"].unique().to_list() == [f"{d[0]}.dbn"]
+    assert "kept the row of the file whose name sorts first" in report.message
+    assert "ESH4" in report.message
+    kept = dedupe_bars(raw).collect()
+    assert kept["close"].to_list() == a["close"].to_list()
+    assert duplicate_conflicts(pl.concat([a, same]).lazy()).count == 0
+
+
+def test_a_1000x_spike_is_flagged_and_a_normal_series_is_not():
+    n = 120
+    close = [4800.0 + 0.25 * (i % 7) for i in range(n)]
+    frame = pl.DataFrame({
+        "root": ["ES"] * n, "contract_seq": [0] * n, "ts_event": list(range(n)),
+        "open": close, "close": close,
+        "high": [c + 0.5 for c in close], "low": [c - 0.5 for c in close],
+    })
+    assert price_jumps(frame).height == 0
+    spiked = frame.with_columns(
+        pl.when(pl.int_range(pl.len()) == 90).then(pl.col(c) * 1000).otherwise(pl.col(c))
+        for c in ("open", "high", "low", "close")
+    )
+    jumps = price_jumps(spiked)
+    assert jumps["ts_event"].to_list() == [90, 91]  # the spike and the return from it
+    assert price_jumps(spiked, multiple=1e7).height == 0  # the multiple is configurable
+    # a new contract segment starts fresh: a roll gap is not a jump
+    rolled = frame.with_columns(
+        pl.when(pl.col("ts_event") >= 60).then(1).otherwise(0).alias("contract_seq"),
+        *(pl.when(pl.col("ts_event") >= 60).then(pl.col(c) + 500).otherwise(pl.col(c))
+          for c in ("open", "high", "low", "close")),
+    )
+    assert price_jumps(rolled).height == 0
+
+
+# (root, tick size, point value, tick value, symbol, its real last trading day)
+CME = [
+    ("ES", 0.25, 50.0, 12.5, "ESH4", date(2024, 3, 15)),
+    ("NQ", 0.25, 20.0, 5.0, "NQM4", date(2024, 6, 21)),
+    ("RTY", 0.10, 50.0, 5.0, "RTYZ4", date(2024, 12, 20)),
+    ("YM", 1.0, 5.0, 5.0, "YMU4", date(2024, 9, 20)),
+    ("MES", 0.25, 5.0, 1.25, "MESH4", date(2024, 3, 15)),
+    ("MNQ", 0.25, 2.0, 0.5, "MNQH4", date(2024, 3, 15)),
+    ("ZN", 1 / 64, 1000.0, 15.625, "ZNU4", date(2024, 9, 19)),
+    ("ZB", 1 / 32, 1000.0, 31.25, "ZBU4", date(2024, 9, 19)),
+    ("UB", 1 / 32, 1000.0, 31.25, "UBU4", date(2024, 9, 19)),
+    ("ZF", 1 / 128, 1000.0, 7.8125, "ZFZ4", date(2024, 12, 31)),
+    ("ZT", 1 / 256, 2000.0, 7.8125, "ZTZ4", date(2024, 12, 31)),
+    ("CL", 0.01, 1000.0, 10.0, "CLH4", date(2024, 2, 20)),
+    ("NG", 0.001, 10_000.0, 10.0, "NGH4", date(2024, 2, 27)),
+    ("RB", 0.0001, 42_000.0, 4.2, "RBH4", date(2024, 2, 29)),
+    ("HO", 0.0001, 42_000.0, 4.2, "HOH4", date(2024, 2, 29)),
+    ("GC", 0.10, 100.0, 10.0, "GCJ4", date(2024, 4, 26)),
+    ("SI", 0.005, 5000.0, 25.0, "SIK4", date(2024, 5, 29)),
+    ("HG", 0.0005, 25_000.0, 12.5, "HGK4", date(2024, 5, 29)),
+    ("6E", 0.00005, 125_000.0, 6.25, "6EH4", date(2024, 3, 18)),
+    ("6J", 0.0000005, 12_500_000.0, 6.25, "6JM4", date(2024, 6, 17)),
+    ("6B", 0.0001, 62_500.0, 6.25, "6BU4", date(2024, 9, 16)),
+    ("6A", 0.00005, 100_000.0, 5.0, "6AZ4", date(2024, 12, 16)),
+    ("6C", 0.00005, 100_000.0, 5.0, "6CH4", date(2024, 3, 19)),
+    ("ZC", 0.25, 50.0, 12.5, "ZCH4", date(2024, 3, 14)),
+    ("ZS", 0.25, 50.0, 12.5, "ZSF4", date(2024, 1, 12)),
+    ("ZW", 0.25, 50.0, 12.5, "ZWN4", date(2024, 7, 12)),
+]
+
+
+@pytest.mark.parametrize(("root", "tick", "point", "tick_value", "symbol", "last_day"), CME)
+def test_instrument_table_matches_cme_terms(root, tick, point, tick_value, symbol, last_day):
+    s = ROOTS[root]
+    assert (s.tick_size, s.multiplier) == (tick, point)
+    assert s.tick_value == pytest.approx(tick_value)
+    parsed = parse_outright(symbol, date(2024, 1, 2))
+    assert parsed is not None and parsed[0] == root
+    assert parsed[2] in [" FGHJKMNQUVXZ".index(c) for c in s.contract_months]
+    assert expiry_date(*parsed) == last_day
+
+
+def test_every_root_has_a_known_calendar_and_unique_ids():
+    import pandas_market_calendars as mcal
+
+    assert len({s.root_id for s in ROOTS.values()}) == len(ROOTS)
+    for name in {s.calendar for s in ROOTS.values()}:
+        assert mcal.get_calendar(name).name
+    # ids the models and synthetic data were built with never change
+    assert [ROOTS[r].root_id for r in ("ES", "NQ", "ZN", "CL", "GC")] == [0, 1, 2, 3, 4]
