@@ -35,7 +35,6 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
 import warnings
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from models.atomic import temp_dir_beside
 from models.quantization.int8_weight_only import dequantize_tensor, weight_only_tensors
 
 META_FILE = "meta.json"
@@ -95,7 +95,7 @@ def export_artifact(
         raise ValueError(f"{len(names)} input names for {len(example)} example inputs")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp = temp_dir_beside(path)
     try:
         fmt, failures = _write_first_working(module, example, tmp, formats)
         meta = {

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+
+from models.atomic import temp_dir_beside
 
 SPLITS = ("train", "validation", "test")
 ARRAYS = ("observed", "known", "static", "targets", "ts_event", "segment", "root_index")
@@ -106,7 +107,7 @@ class TrainingData:
         """Write atomically: build in a sibling temp dir, then swap it in."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        tmp = temp_dir_beside(path)
         try:
             for name, split in self.splits.items():
                 d = tmp / name

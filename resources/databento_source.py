@@ -8,6 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from models.atomic import temp_sibling
+
 
 class MissingApiKeyError(RuntimeError):
     pass
@@ -48,11 +50,15 @@ def download_to_landing(
     if dest.exists():
         raise FileExistsError(f"{dest} already landed; landed files are never overwritten")
     client = db.Historical(key)
-    tmp = landing / f".{name}.part"
-    client.timeseries.get_range(
-        dataset=dataset, symbols=symbols, schema=schema, start=start, end=end, stype_in=stype_in, path=tmp
-    )
-    os.replace(tmp, dest)
+    tmp = temp_sibling(dest)  # owner-tagged: a killed download is swept at the next start
+    try:
+        client.timeseries.get_range(
+            dataset=dataset, symbols=symbols, schema=schema, start=start, end=end, stype_in=stype_in,
+            path=tmp,
+        )
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
     return dest
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from upath import UPath
 
 from foxhunt_pipeline.storage.object_store import is_local
+from models.atomic import temp_dir_beside, temp_sibling
 
 
 def as_upath(location: str | os.PathLike[str]) -> UPath:
@@ -49,9 +49,9 @@ def write_json(path: UPath, record: dict[str, Any]) -> UPath:
         path.write_text(text)
         return path
     local.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{local.name}.", suffix=".tmp", dir=local.parent)
+    tmp = temp_sibling(local)
     try:
-        with os.fdopen(fd, "w") as f:
+        with open(tmp, "x") as f:
             f.write(text)
         os.replace(tmp, local)
     except BaseException:
@@ -85,7 +85,7 @@ def get_tree(src: UPath, local_dir: Path) -> Path:
     if not files:
         raise FileNotFoundError(f"nothing to download under {src}")
     local_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{local_dir.name}.", dir=local_dir.parent))
+    tmp = temp_dir_beside(local_dir)
     try:
         for f in files:
             target = tmp / relative_name(f, src)

@@ -18,7 +18,6 @@ it against ``bytes(OHLCVMsg(...))``.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ from typing import Any
 import databento_dbn as dbn
 import numpy as np
 import zstandard
+
+from models.atomic import temp_sibling
 
 DATASET = "GLBX.MDP3"
 GLBX_PUBLISHER_ID = 1  # GLBX.MDP3.GLBX
@@ -222,8 +223,8 @@ def generate_file(
         version=version,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    tmp = temp_sibling(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as raw:
             if compress:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from models.agents.trading_env import N_ACTIONS
+from models.atomic import temp_sibling
 
 POLICY_FORMAT_VERSION = 1
 WEIGHTS_FILE = "policy.safetensors"
@@ -203,8 +203,7 @@ def load_policy(directory: str | os.PathLike[str], device: str | torch.device = 
 
 def atomic_write(path: Path, write: Any) -> None:
     """``write(tmp_path)`` into a temp file beside ``path``, then rename; nothing left on error."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = temp_sibling(path)
     try:
         write(Path(tmp))
         os.replace(tmp, path)

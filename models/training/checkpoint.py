@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from models.atomic import temp_sibling
 from models.registry import build_model
 from models.windows import TrainingData
 
@@ -197,8 +197,7 @@ def check_compatible(meta: dict[str, Any], data: TrainingData) -> None:
 
 
 def _atomic_write(target: Path, write: Callable[[str], Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    tmp = str(temp_sibling(target))
     try:
         write(tmp)
         with open(tmp, "rb") as fh:
