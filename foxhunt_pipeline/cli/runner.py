@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.profiles import PROFILE_ENV
 from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
@@ -52,6 +53,7 @@ def materialize_selection(
     from foxhunt_pipeline.definitions import defs
 
     instance = get_instance(paths)
+    recover(instance, paths, echo)
     new = register_landed_files(instance, paths)
     if new:
         echo(f"registered {len(new)} new landed file(s)")
@@ -68,7 +70,7 @@ def materialize_selection(
             t0 = time.perf_counter()
             res = job.execute_in_process(
                 instance=instance, asset_selection=[raw_key], partition_key=key, raise_on_error=False,
-                tags={"foxhunt/started_by": "cli"},
+                tags={"foxhunt/started_by": "cli", **owner_tags()},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
     rest = [k for k in keys if k != raw_key]
@@ -77,10 +79,21 @@ def materialize_selection(
         t0 = time.perf_counter()
         res = job.execute_in_process(
             instance=instance, asset_selection=ordered, raise_on_error=False,
-            tags={"foxhunt/started_by": "cli"},
+            tags={"foxhunt/started_by": "cli", **owner_tags()},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok
+
+
+def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
+    """What a killed process left: its runs are marked failed, its temp files removed."""
+    from resources.storage import FoxhuntStorage
+
+    for run_id in fail_orphaned_runs(instance):
+        echo(f"run {run_id[:8]} was left STARTED by a process that is gone: marked failed")
+    removed = FoxhuntStorage(home=str(paths.home)).sweep(force=True)
+    if removed:
+        echo(f"removed {len(removed)} temporary file(s) left by killed runs")
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
@@ -89,19 +102,25 @@ def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
 
 
 def _report(result, label: str, t0: float, echo: Echo) -> bool:
+    """One line per run, then what failed: each failed check with its reason and first
+    failing rows, each failed step with the project's own error (not Dagster's wrapper,
+    not the innermost library exception)."""
     import dagster as dg
 
+    from foxhunt_pipeline.cli.errors import project_error
+
     failed_checks = [
-        e.event_specific_data.check_name
+        e.event_specific_data
         for e in result.all_events
         if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed
     ]
     ok = result.success and not failed_checks
     status = "ok" if ok else "FAILED"
-    extra = f"; failed checks: {', '.join(failed_checks)}" if failed_checks else ""
+    extra = f"; failed checks: {', '.join(c.check_name for c in failed_checks)}" if failed_checks else ""
+    extra += "".join(f"\n    {_check_line(c)}" for c in failed_checks[:5])
     if not result.success:
         errs = [
-            f"{e.step_key}: {_root_cause(e.event_specific_data.error)}"
+            f"{e.step_key}: {project_error(e.event_specific_data.error)}"
             for e in result.all_events
             if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data.error
         ]
@@ -110,11 +129,14 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
     return ok
 
 
-def _root_cause(error) -> str:
-    """The user's exception, not Dagster's wrapper around it."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    return error.message.strip().splitlines()[-1] if error.message.strip() else error.cls_name
+def _check_line(evaluation, limit: int = 400) -> str:
+    """``<asset>.<check>: <reason with the first failing rows>`` from the check's metadata."""
+    meta = evaluation.metadata or {}
+    reason = getattr(meta.get("message"), "value", None) or evaluation.description or "failed"
+    reason = " ".join(str(reason).split())
+    if len(reason) > limit:
+        reason = reason[:limit] + " ..."
+    return f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {reason}"
 
 
 def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Echo = print) -> bool:
