@@ -11,9 +11,16 @@ from pathlib import Path
 from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.profiles import PROFILE_ENV
-from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
+from foxhunt_pipeline.ingest.landing import (
+    PARTITIONS_NAME,
+    skipped_file_names,
+    skipped_message,
+    unregistered,
+)
 
 Echo = Callable[[str], None]
+# the console logger of CLI runs (foxhunt_pipeline.cli.console): configured, so it is used
+CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
 
 
 def parse_selection(selection: list[str]):
@@ -36,6 +43,12 @@ def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
     return new
 
 
+def skipped_landed_files(paths: FoxhuntPaths) -> list[str]:
+    from foxhunt_pipeline.storage.object_store import landing_root
+
+    return skipped_file_names(landing_root(home=paths.home))
+
+
 def materialize_selection(
     paths: FoxhuntPaths,
     selection: list[str],
@@ -49,6 +62,7 @@ def materialize_selection(
     import dagster as dg
 
     os.environ[PROFILE_ENV] = profile  # read when the code location loads
+    from foxhunt_pipeline.cli.console import console_without_traces
     from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.definitions import defs
 
@@ -57,11 +71,15 @@ def materialize_selection(
     new = register_landed_files(instance, paths)
     if new:
         echo(f"registered {len(new)} new landed file(s)")
+    skipped = skipped_landed_files(paths)
+    if skipped:
+        echo(skipped_message(skipped))
     graph = defs.resolve_asset_graph()
     sel = parse_selection(selection)
     keys = sel.resolve(graph)
     raw_key = dg.AssetKey("raw_bars")
-    job = defs.resolve_implicit_global_asset_job_def()
+    # failed steps log one line here; the summary below says why (traces: the event log)
+    job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
     ok = True
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
@@ -69,7 +87,7 @@ def materialize_selection(
         for i, key in enumerate(todo, 1):
             t0 = time.perf_counter()
             res = job.execute_in_process(
-                instance=instance, asset_selection=[raw_key], partition_key=key, raise_on_error=False,
+                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key, raise_on_error=False,
                 tags={"foxhunt/started_by": "cli", **owner_tags()},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
@@ -78,7 +96,7 @@ def materialize_selection(
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
         t0 = time.perf_counter()
         res = job.execute_in_process(
-            instance=instance, asset_selection=ordered, raise_on_error=False,
+            run_config=CLI_LOGGERS, instance=instance, asset_selection=ordered, raise_on_error=False,
             tags={"foxhunt/started_by": "cli", **owner_tags()},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)

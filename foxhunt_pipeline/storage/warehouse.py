@@ -11,6 +11,7 @@ lock file and each result is fully fetched before the next statement (duckdb 2).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -61,9 +62,26 @@ def plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:
     ]))
 
 
+PARTITION_PREFIX = "source_file="
+MAX_DIR_NAME = 200  # bytes; NAME_MAX is 255 and temp names add a few
+
+
 def partition_dir_name(partition_key: str) -> str:
-    """Hive directory name for a partition key: every unsafe byte percent-encoded."""
-    return f"source_file={quote(partition_key, safe='')}"
+    """Hive directory name for a partition key: every unsafe byte percent-encoded. A key
+    too long for one name (a 250-byte file name can triple when encoded) keeps a readable
+    prefix and ends in ``~`` plus a hash of the whole key; shorter keys are unchanged."""
+    name = f"{PARTITION_PREFIX}{quote(partition_key, safe='')}"
+    if len(name) <= MAX_DIR_NAME:
+        return name
+    digest = hashlib.sha256(partition_key.encode()).hexdigest()[:16]
+    budget = MAX_DIR_NAME - len(PARTITION_PREFIX) - 1 - len(digest)
+    prefix = ""
+    for ch in partition_key:  # whole characters, so no escape is cut in half
+        q = quote(ch, safe="")
+        if len(prefix) + len(q) > budget:
+            break
+        prefix += q
+    return f"{PARTITION_PREFIX}{prefix}~{digest}"
 
 
 def raw_bars_partition_path(warehouse: Path | str, partition_key: str) -> Path:

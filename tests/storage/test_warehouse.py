@@ -158,3 +158,20 @@ def test_append_duckdb_table_creates_then_appends(tmp_path: Path) -> None:
         con.close()
     with pytest.raises(ValueError):
         wh.append_duckdb_table(db_path, "bad name; drop", row)
+
+
+def test_partition_directory_names_are_bounded_and_short_ones_unchanged(tmp_path):
+    from urllib.parse import quote
+
+    from foxhunt_pipeline.storage.warehouse import partition_dir_name
+
+    short = "glbx mdp3 é 20240103.ohlcv-1m.dbn"
+    assert partition_dir_name(short) == f"source_file={quote(short, safe='')}"  # homes keep their layout
+    long_a = "é" * 120 + "-a.dbn.zst"  # 250 bytes: a legal file name, 3x that when encoded
+    long_b = "é" * 120 + "-b.dbn.zst"
+    a, b = partition_dir_name(long_a), partition_dir_name(long_b)
+    assert a != b and len(a.encode()) <= 200 and a.startswith("source_file=%C3%A9")
+    assert partition_dir_name(long_a) == a  # stable
+    d = wh.raw_bars_partition_path(tmp_path, long_a)
+    d.parent.mkdir(parents=True)  # OSError: File name too long before
+    d.write_bytes(b"x")
