@@ -65,16 +65,16 @@ def atomic_write(dest: Path | str, write: Callable[[Path], None]) -> Path:
     tmp = temp_sibling(dest)
     try:
         write(tmp)
-        _fsync(tmp)
+        fsync_path(tmp)
         os.replace(tmp, dest)
-        _fsync(dest.parent)
+        fsync_path(dest.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
     return dest
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
     """Flush a file's (or a directory entry's) data to disk; a no-op where the OS refuses."""
     flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
     try:

@@ -31,7 +31,7 @@ from foxhunt_pipeline.contracts.tables import (
     RAW_BARS_POLARS_SCHEMA,
     VIEW_TABLES,
 )
-from models.atomic import _fsync, atomic_write, temp_sibling
+from models.atomic import atomic_write, fsync_path, temp_sibling
 
 CATALOGUE_LOCK_TIMEOUT_S = 120.0
 
@@ -208,10 +208,10 @@ def catalogue_writer(
             con.execute("CHECKPOINT").fetchall()
         finally:
             con.close()
-        _fsync(tmp)
+        fsync_path(tmp)
         os.replace(tmp, duckdb_path)
         wal.unlink(missing_ok=True)  # it belonged to the old file
-        _fsync(duckdb_path.parent)
+        fsync_path(duckdb_path.parent)
     finally:
         for leftover in (tmp, Path(f"{tmp}.wal")):
             leftover.unlink(missing_ok=True)

@@ -23,13 +23,13 @@ REPO = Path(__file__).resolve().parents[2]
 FREEZE_AND_RUN = """
 import sys, time
 import models.atomic as atomic
-orig = atomic._fsync
+orig = atomic.fsync_path
 def frozen(path):
     orig(path)
     if atomic.temp_owner(path.name) and sys.argv[2] in str(path):
         print("ready", flush=True)
         time.sleep(600)
-atomic._fsync = frozen
+atomic.fsync_path = frozen
 from foxhunt_pipeline.cli.runner import materialize_selection
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 materialize_selection(FoxhuntPaths.from_env(), sys.argv[1].split(","), profile="fast", echo=print)
