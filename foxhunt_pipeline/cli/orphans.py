@@ -54,8 +54,11 @@ def fail_orphaned_runs(instance) -> list[str]:
     """Report failed every unfinished run whose process is dead; returns their run ids."""
     import dagster as dg
 
+    # NOT_STARTED too: a CLI run is created, then started by the same process (a queued
+    # run of the daemon is QUEUED, and has no process recorded yet in any case)
     unfinished = instance.get_runs(filters=dg.RunsFilter(statuses=[
-        dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]))
+        dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+        dg.DagsterRunStatus.CANCELING]))
     failed = []
     for run in unfinished:
         host, pid = run_owner(instance, run)

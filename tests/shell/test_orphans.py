@@ -30,8 +30,8 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def _started_run(instance, tags=None, executor_pid=None):
-    run = instance.create_run_for_job(a_job, tags=tags or {}, status=dg.DagsterRunStatus.STARTED)
+def _started_run(instance, tags=None, executor_pid=None, status=dg.DagsterRunStatus.STARTED):
+    run = instance.create_run_for_job(a_job, tags=tags or {}, status=status)
     if executor_pid is not None:  # as the in-process / multiprocess executors record it
         instance.report_engine_event(f"Executing steps in process (pid: {executor_pid})", run,
                                      EngineEventData.in_process(executor_pid))
@@ -46,11 +46,15 @@ def test_runs_of_dead_processes_are_failed_and_live_ones_kept():
         live = _started_run(instance, executor_pid=os.getppid())
         unknown = _started_run(instance)  # no pid recorded yet: cannot tell, left alone
         other_host = _started_run(instance, tags={PID_TAG: str(dead), "foxhunt/host": "00000000"})
+        # a CLI run created, then killed before it started
+        created = _started_run(instance, tags={**owner_tags(), PID_TAG: str(dead)},
+                               status=dg.DagsterRunStatus.NOT_STARTED)
 
-        assert sorted(fail_orphaned_runs(instance)) == sorted([cli_dead.run_id, daemon_dead.run_id])
+        assert sorted(fail_orphaned_runs(instance)) == sorted(
+            [cli_dead.run_id, daemon_dead.run_id, created.run_id])
 
         status = {r.run_id: r.status for r in instance.get_runs()}
-        assert status[cli_dead.run_id] == status[daemon_dead.run_id] == dg.DagsterRunStatus.FAILURE
+        assert {status[r.run_id] for r in (cli_dead, daemon_dead, created)} == {dg.DagsterRunStatus.FAILURE}
         for run in (live, unknown, other_host):
             assert status[run.run_id] == dg.DagsterRunStatus.STARTED
         assert fail_orphaned_runs(instance) == []  # once
