@@ -108,7 +108,7 @@ def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
     from resources.storage import FoxhuntStorage
 
     for run_id in fail_orphaned_runs(instance):
-        echo(f"run {run_id[:8]} was left STARTED by a process that is gone: marked failed")
+        echo(f"run {run_id[:8]} was left unfinished by a process that is gone: marked failed")
     removed = FoxhuntStorage(home=str(paths.home)).sweep(force=True)
     if removed:
         echo(f"removed {len(removed)} temporary file(s) left by killed runs")
