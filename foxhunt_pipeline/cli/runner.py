@@ -87,7 +87,8 @@ def materialize_selection(
         for i, key in enumerate(todo, 1):
             t0 = time.perf_counter()
             res = job.execute_in_process(
-                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key, raise_on_error=False,
+                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
+                raise_on_error=False,
                 tags={"foxhunt/started_by": "cli", **owner_tags()},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
