@@ -42,7 +42,7 @@ def _os_fault(code: int, filename: str | None) -> str | None:
     if code in _READ_ONLY:
         return f"read-only filesystem: cannot write{where}; point FOXHUNT_HOME or --out at a writable place"
     if code in _FORBIDDEN:
-        return f"permission denied:{where or ' a file'} is not writable by this user"
+        return f"permission denied:{where or ' a file'} (this user may not write or read it there)"
     return None
 
 
