@@ -125,7 +125,7 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
         path = "(not stored: the previous dataset stays live)"
         context.log.error(f"training_dataset: {describe(bad)}; previous dataset kept")
     else:
-        path = dataset_store.save(data, storage.warehouse_root, storage.scratch)
+        path = dataset_store.save(data, storage.warehouse_root, storage.run_scratch)
     splits = data.meta["splits"]
     table = pl.DataFrame(
         [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]

@@ -41,7 +41,7 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     if local is not None:
         yield local
         return
-    copy_dir = storage.scratch / "landed" / uuid.uuid4().hex
+    copy_dir = storage.run_scratch / "landed" / uuid.uuid4().hex
     copy_dir.mkdir(parents=True)
     try:
         src.fs.get_file(src.path, str(copy_dir / key))
@@ -77,14 +77,15 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
     key = context.partition_key
     root = storage.warehouse_root
     with landed_copy(storage, key) as src:
-        staging = storage.scratch / "staging" / f"{uuid.uuid4().hex}.parquet"
-        staging.parent.mkdir(parents=True, exist_ok=True)
+        # in the run's scratch area: removed with it on failure, swept if the run is killed
+        staging = storage.run_scratch / f"{uuid.uuid4().hex}.parquet"
         try:
             report = dbn_decode.ingest_dbn_file(
                 src, staging, source_file=key, validate=True,
                 schemas=dbn_decode.HOME_BAR_SCHEMAS,
             )
         except dbn_decode.DbnInputError as e:
+            staging.unlink(missing_ok=True)
             raise dg.Failure(description=str(e), allow_retries=False) from e
     for w in report.warnings:
         context.log.warning(f"{key}: {w}")

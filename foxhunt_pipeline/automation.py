@@ -8,7 +8,12 @@ import os
 import dagster as dg
 
 from assets.ingestion import landed_files
-from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
+from foxhunt_pipeline.ingest.landing import (
+    PARTITIONS_NAME,
+    skipped_file_names,
+    skipped_message,
+    unregistered,
+)
 from resources.storage import FoxhuntStorage
 
 ingest_job = dg.define_asset_job(
@@ -42,9 +47,20 @@ def landing_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage):
 def landing_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
     new, requests, adds = landing_run_requests(context.instance, storage)
     seen = json.loads(context.cursor) if context.cursor else {"registered": 0}
+    # files of another extension are reported once each, not on every tick
+    reported = set(seen.get("skipped", []))
+    skipped = [n for n in skipped_file_names(storage.landing_root) if n not in reported]
+    if skipped:
+        context.log.warning(skipped_message(skipped))
+    cursor = json.dumps({
+        "registered": seen["registered"] + len(new), "last": new[-1] if new else seen.get("last"),
+        "skipped": sorted(reported | set(skipped))[-1000:],
+    })
     if not new:
-        return dg.SkipReason(f"no new files in {storage.landing_root}")
-    cursor = json.dumps({"registered": seen["registered"] + len(new), "last": new[-1]})
+        reason = f"no new files in {storage.landing_root}"
+        if not skipped:
+            return dg.SkipReason(reason)
+        return dg.SensorResult(skip_reason=f"{reason}; {skipped_message(skipped)}", cursor=cursor)
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
 
 

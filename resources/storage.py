@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+from pydantic import PrivateAttr
 from upath import UPath
 
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.storage import object_store
+from foxhunt_pipeline.storage import scratch as scratch_area
 
 
 class FoxhuntStorage(dg.ConfigurableResource):
@@ -22,6 +24,33 @@ class FoxhuntStorage(dg.ConfigurableResource):
     warehouse_url: str = ""
     artifacts_url: str = ""
     landing_url: str = ""
+    _area: Path | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Every run starts by sweeping what killed runs left behind (see ``scratch``)."""
+        self.sweep()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """The run's scratch area goes, whether the run failed or not."""
+        if self._area is not None:
+            scratch_area.remove(self._area)
+            self._area = None
+
+    def sweep(self, force: bool = False) -> list[Path]:
+        """Remove dead processes' scratch areas and temp files (local roots only)."""
+        def local(root: UPath) -> Path | None:
+            return Path(root.path) if object_store.is_local(root) else None
+
+        trees = [p for p in (local(self.warehouse_root), local(self.checkpoints_root)) if p]
+        return scratch_area.sweep(self.paths.home, trees, local(self.landing_root), force=force)
+
+    @property
+    def run_scratch(self) -> Path:
+        """This run's own scratch area (staging files, spill files, copies of landed
+        objects): removed when the run ends, swept at the next start if it was killed."""
+        if self._area is None or not self._area.is_dir():
+            self._area = scratch_area.new_area(self.scratch)
+        return self._area
 
     @property
     def paths(self) -> FoxhuntPaths:

@@ -26,7 +26,25 @@ home_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class FaultReportingGroup(click.Group):
+    """Operational faults (disk full, read-only or forbidden directory, offline, locked
+    catalogue) end a command with one line instead of a traceback; bugs keep theirs."""
+
+    def invoke(self, ctx: click.Context):
+        from foxhunt_pipeline.cli.errors import one_line
+
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            message = one_line(e)
+            if message is None:
+                raise
+            raise click.ClickException(message) from e
+
+
+@click.group(cls=FaultReportingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """foxhunt-pipeline: Databento DBN futures bars to trained, evaluated, quantized models."""
     from foxhunt_pipeline.config.settings import load_settings
@@ -113,10 +131,13 @@ def demo(days, fast, seed, home) -> None:
 @home_option
 def ui(port, host, home) -> None:
     """Start the Dagster UI (webserver + daemon) on the persistent instance."""
-    from foxhunt_pipeline.cli.instance import ensure_dagster_home
+    from foxhunt_pipeline.cli.instance import get_instance
+    from foxhunt_pipeline.cli.runner import recover
 
     paths = _paths(home)
-    ensure_dagster_home(paths)
+    instance = get_instance(paths)  # also writes DAGSTER_HOME
+    recover(instance, paths, click.echo)
+    instance.dispose()
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
     # an editable checkout has workspace.yaml; an installed package loads the module directly
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "foxhunt_pipeline.definitions", "-a", "defs"]

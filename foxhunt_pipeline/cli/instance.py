@@ -25,6 +25,14 @@ concurrency:
     default_limit: {gpu_limit}
 telemetry:
   enabled: false
+# the daemon fails runs stuck STARTING / CANCELING; runs STARTED by a process that died are
+# failed at the next foxhunt start (foxhunt_pipeline.cli.orphans: the default run launcher
+# has no run-worker health check)
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 300
+  cancel_timeout_seconds: 300
+  poll_interval_seconds: 60
 """
 
 

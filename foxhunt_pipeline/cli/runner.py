@@ -7,11 +7,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.settings import load_settings
-from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
+from foxhunt_pipeline.ingest.landing import (
+    PARTITIONS_NAME,
+    skipped_file_names,
+    skipped_message,
+    unregistered,
+)
 
 Echo = Callable[[str], None]
+# the console logger of CLI runs (foxhunt_pipeline.cli.console): configured, so it is used
+CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
 
 
 def parse_selection(selection: list[str]):
@@ -34,6 +42,12 @@ def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
     return new
 
 
+def skipped_landed_files(paths: FoxhuntPaths) -> list[str]:
+    from foxhunt_pipeline.storage.object_store import landing_root
+
+    return skipped_file_names(landing_root(home=paths.home))
+
+
 def materialize_selection(
     paths: FoxhuntPaths,
     selection: list[str],
@@ -46,20 +60,26 @@ def materialize_selection(
     the selection in one run. Returns False if any step or blocking check failed."""
     import dagster as dg
 
+    from foxhunt_pipeline.cli.console import console_without_traces
     from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.definitions import defs
 
     load_settings(profile=profile)  # run configs take their size defaults from it
 
     instance = get_instance(paths)
+    recover(instance, paths, echo)
     new = register_landed_files(instance, paths)
     if new:
         echo(f"registered {len(new)} new landed file(s)")
+    skipped = skipped_landed_files(paths)
+    if skipped:
+        echo(skipped_message(skipped))
     graph = defs.resolve_asset_graph()
     sel = parse_selection(selection)
     keys = sel.resolve(graph)
     raw_key = dg.AssetKey("raw_bars")
-    job = defs.resolve_implicit_global_asset_job_def()
+    # failed steps log one line here; the summary below says why (traces: the event log)
+    job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
     ok = True
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
@@ -67,8 +87,9 @@ def materialize_selection(
         for i, key in enumerate(todo, 1):
             t0 = time.perf_counter()
             res = job.execute_in_process(
-                instance=instance, asset_selection=[raw_key], partition_key=key, raise_on_error=False,
-                tags={"foxhunt/started_by": "cli"},
+                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
+                raise_on_error=False,
+                tags={"foxhunt/started_by": "cli", **owner_tags()},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
     rest = [k for k in keys if k != raw_key]
@@ -76,11 +97,22 @@ def materialize_selection(
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
         t0 = time.perf_counter()
         res = job.execute_in_process(
-            instance=instance, asset_selection=ordered, raise_on_error=False,
-            tags={"foxhunt/started_by": "cli"},
+            run_config=CLI_LOGGERS, instance=instance, asset_selection=ordered, raise_on_error=False,
+            tags={"foxhunt/started_by": "cli", **owner_tags()},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok
+
+
+def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
+    """What a killed process left: its runs are marked failed, its temp files removed."""
+    from resources.storage import FoxhuntStorage
+
+    for run_id in fail_orphaned_runs(instance):
+        echo(f"run {run_id[:8]} was left unfinished by a process that is gone: marked failed")
+    removed = FoxhuntStorage(home=str(paths.home)).sweep(force=True)
+    if removed:
+        echo(f"removed {len(removed)} temporary file(s) left by killed runs")
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
@@ -89,19 +121,27 @@ def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
 
 
 def _report(result, label: str, t0: float, echo: Echo) -> bool:
+    """One line per run, then what failed: each failed check with its reason and first
+    failing rows, each failed step with the project's own error (not Dagster's wrapper,
+    not the innermost library exception)."""
     import dagster as dg
 
-    failed_checks = [
-        e.event_specific_data.check_name
-        for e in result.all_events
-        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed
-    ]
+    from foxhunt_pipeline.cli.errors import project_error
+
+    evaluations = [e.event_specific_data for e in result.all_events
+                   if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+                   and not e.event_specific_data.passed]
+    # a WARN check (e.g. continuous_bars_price_jumps) is reported, but does not fail the run
+    failed_checks = [c for c in evaluations if c.severity == dg.AssetCheckSeverity.ERROR]
+    warnings = [c for c in evaluations if c.severity != dg.AssetCheckSeverity.ERROR]
     ok = result.success and not failed_checks
     status = "ok" if ok else "FAILED"
-    extra = f"; failed checks: {', '.join(failed_checks)}" if failed_checks else ""
+    extra = f"; failed checks: {', '.join(c.check_name for c in failed_checks)}" if failed_checks else ""
+    extra += f"; warnings: {', '.join(c.check_name for c in warnings)}" if warnings else ""
+    extra += "".join(f"\n    {_check_line(c)}" for c in (failed_checks + warnings)[:5])
     if not result.success:
         errs = [
-            f"{e.step_key}: {_root_cause(e.event_specific_data.error)}"
+            f"{e.step_key}: {project_error(e.event_specific_data.error)}"
             for e in result.all_events
             if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data.error
         ]
@@ -110,11 +150,14 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
     return ok
 
 
-def _root_cause(error) -> str:
-    """The user's exception, not Dagster's wrapper around it."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    return error.message.strip().splitlines()[-1] if error.message.strip() else error.cls_name
+def _check_line(evaluation, limit: int = 400) -> str:
+    """``<asset>.<check>: <reason with the first failing rows>`` from the check's metadata."""
+    meta = evaluation.metadata or {}
+    reason = getattr(meta.get("message"), "value", None) or evaluation.description or "failed"
+    reason = " ".join(str(reason).split())
+    if len(reason) > limit:
+        reason = reason[:limit] + " ..."
+    return f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {reason}"
 
 
 def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Echo = print) -> bool:

@@ -1,18 +1,26 @@
 """The parquet warehouse and its DuckDB catalogue.
 
 Every write goes to a temporary file in the target's directory and is renamed into
-place, so a failed or killed run leaves the previous version readable. DuckDB
-connections are opened and closed per call, so a user can query the file between
-runs, and each result is fully fetched before the next statement (duckdb 2).
+place, so a failed or killed run leaves the previous version readable. The DuckDB
+catalogue is written the same way (``catalogue_writer``): a copy is changed and swapped
+in whole, so a reader's open connection (a notebook, ``foxhunt sql``) never blocks a
+write, and it keeps the version it opened until it reconnects. Writers take turns on a
+lock file and each result is fully fetched before the next statement (duckdb 2).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import duckdb
+import filelock
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,7 +31,13 @@ from foxhunt_pipeline.contracts.tables import (
     RAW_BARS_POLARS_SCHEMA,
     VIEW_TABLES,
 )
-from models.atomic import atomic_write
+from models.atomic import atomic_write, fsync_path, temp_sibling
+
+CATALOGUE_LOCK_TIMEOUT_S = 120.0
+
+
+class CatalogueBusyError(RuntimeError):
+    """Another writer held the catalogue's lock for longer than the timeout."""
 
 
 def write_parquet_atomic(
@@ -48,9 +62,26 @@ def plain_strings(data: pl.DataFrame | pa.Table) -> pa.Table:
     ]))
 
 
+PARTITION_PREFIX = "source_file="
+MAX_DIR_NAME = 200  # bytes; NAME_MAX is 255 and temp names add a few
+
+
 def partition_dir_name(partition_key: str) -> str:
-    """Hive directory name for a partition key: every unsafe byte percent-encoded."""
-    return f"source_file={quote(partition_key, safe='')}"
+    """Hive directory name for a partition key: every unsafe byte percent-encoded. A key
+    too long for one name (a 250-byte file name can triple when encoded) keeps a readable
+    prefix and ends in ``~`` plus a hash of the whole key; shorter keys are unchanged."""
+    name = f"{PARTITION_PREFIX}{quote(partition_key, safe='')}"
+    if len(name) <= MAX_DIR_NAME:
+        return name
+    digest = hashlib.sha256(partition_key.encode()).hexdigest()[:16]
+    budget = MAX_DIR_NAME - len(PARTITION_PREFIX) - 1 - len(digest)
+    prefix = ""
+    for ch in partition_key:  # whole characters, so no escape is cut in half
+        q = quote(ch, safe="")
+        if len(prefix) + len(q) > budget:
+            break
+        prefix += q
+    return f"{PARTITION_PREFIX}{prefix}~{digest}"
 
 
 def raw_bars_partition_path(warehouse: Path | str, partition_key: str) -> Path:
@@ -114,10 +145,7 @@ def write_duckdb_views(
 ) -> list[str]:
     """Point each view of ``VIEW_TABLES`` at its parquet glob in ``sources`` (dropping the
     others); ``filesystem`` (fsspec) is registered first for URLs DuckDB cannot open itself."""
-    duckdb_path = Path(duckdb_path)
-    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(duckdb_path))
-    try:
+    with catalogue_writer(duckdb_path) as con:
         if filesystem is not None:
             con.register_filesystem(filesystem)
         for t in (*VIEW_TABLES, *(t for t in PART_TABLES if t in sources)):
@@ -133,8 +161,6 @@ def write_duckdb_views(
             con.register("rolls_in", arrow_rolls)
             con.execute("CREATE OR REPLACE TABLE rolls AS SELECT * FROM rolls_in").fetchall()
             con.unregister("rolls_in")
-    finally:
-        con.close()
     return sorted(sources)
 
 
@@ -151,10 +177,7 @@ def append_duckdb_table(duckdb_path: Path | str, table: str, df: pl.DataFrame) -
     """Append rows to ``table``, creating it from ``df``'s schema first; returns its row count."""
     if not table.isidentifier():
         raise ValueError(f"invalid DuckDB table name {table!r}")
-    duckdb_path = Path(duckdb_path)
-    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(duckdb_path))
-    try:
+    with catalogue_writer(duckdb_path) as con:
         con.register("append_in", df.to_arrow())
         con.execute(
             f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM append_in LIMIT 0"
@@ -163,6 +186,43 @@ def append_duckdb_table(duckdb_path: Path | str, table: str, df: pl.DataFrame) -
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM append_in").fetchall()
         con.unregister("append_in")
         (count,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()  # type: ignore[misc]
-    finally:
-        con.close()
     return int(count)
+
+
+@contextlib.contextmanager
+def catalogue_writer(
+    duckdb_path: Path | str, timeout_s: float = CATALOGUE_LOCK_TIMEOUT_S
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to a copy of the catalogue that replaces it whole when the
+    block ends without error (on error the catalogue is untouched). Readers never hold up
+    a write; two writers wait for each other up to ``timeout_s``."""
+    duckdb_path = Path(duckdb_path)
+    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(f"{duckdb_path}.lock")
+    try:
+        lock.acquire(timeout=timeout_s)
+    except filelock.Timeout as e:
+        raise CatalogueBusyError(
+            f"catalogue {duckdb_path} is being written by another process (lock "
+            f"{duckdb_path}.lock held for over {timeout_s:.0f}s)") from e
+    tmp = temp_sibling(duckdb_path)
+    wal = Path(f"{duckdb_path}.wal")
+    try:
+        if duckdb_path.exists():
+            shutil.copyfile(duckdb_path, tmp)
+            if wal.exists():  # a writer killed before its checkpoint: replayed into the copy
+                shutil.copyfile(wal, f"{tmp}.wal")
+        con = duckdb.connect(str(tmp))
+        try:
+            yield con
+            con.execute("CHECKPOINT").fetchall()
+        finally:
+            con.close()
+        fsync_path(tmp)
+        os.replace(tmp, duckdb_path)
+        wal.unlink(missing_ok=True)  # it belonged to the old file
+        fsync_path(duckdb_path.parent)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}.wal")):
+            leftover.unlink(missing_ok=True)
+        lock.release()

@@ -104,11 +104,11 @@ def test_nan_features_keep_the_previous_training_dataset(foxhunt_home):
 
 def test_a_diverging_training_run_is_not_retried(foxhunt_home):
     from assets.training import tft_model
-    from tests.model_data import synthetic_training_data
     from resources.mlflow_tracking import MLflowResource
     from resources.pipes import build_pipes_subprocess_client
     from resources.storage import FoxhuntStorage
     from resources.torch_device import TorchDevice
+    from tests.model_data import synthetic_training_data
 
     paths = FoxhuntPaths.from_env().ensure()
     data = synthetic_training_data({"train": 300, "validation": 120, "test": 120})

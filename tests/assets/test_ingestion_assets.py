@@ -50,6 +50,9 @@ def test_crossed_bar_fails_the_check_and_keeps_the_previous_version(foxhunt_home
     ok = materialize_selection(paths, ["raw_bars"], profile="fast", all_partitions=True, echo=log.append)
     assert not ok
     assert any("FAILED" in line and "raw_bars_contract" in line for line in log), log
+    # the summary says why, with the failing row, not only the check's name
+    assert any("raw_bars.raw_bars_contract: " in line and "ohlc_consistent" in line and "[7]" in line
+               for line in "\n".join(log).splitlines()), log
     assert pl.read_parquet(live).equals(good)  # the previous good version is still what readers see
     quarantined = list((paths.warehouse / "_quarantine" / "raw_bars").rglob("*.parquet"))
     assert len(quarantined) == 1

@@ -19,8 +19,9 @@ def _land(home, name: str, payload: bytes = b"x") -> None:
 
 
 def _tick(instance, storage, cursor=None):
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"storage": storage})
-    result = landing_sensor(ctx)
+    # a context manager: the storage resource has a lifecycle (sweep at start, scratch teardown)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"storage": storage}) as ctx:
+        result = landing_sensor(ctx)
     if isinstance(result, dg.SensorResult):
         for req in result.dynamic_partitions_requests or []:
             instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
@@ -60,3 +61,20 @@ def test_automation_is_running_by_default():
     assert sensors["foxhunt_automation"].default_status == dg.DefaultSensorStatus.RUNNING
     assert retrain_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert retrain_schedule.cron_schedule == "0 4 * * 6"
+
+
+def test_names_match_in_any_case_and_other_extensions_are_reported_once(foxhunt_home):
+    storage = FoxhuntStorage(home=str(foxhunt_home))
+    for name in ("ESH4.DBN.ZST", "b.Dbn", "c.dbn.zstd", "d.csv"):
+        _land(foxhunt_home, name)
+    assert landed_file_names(foxhunt_home / "landing") == ["ESH4.DBN.ZST", "b.Dbn"]
+    with dg.instance_for_test() as instance:
+        first = _tick(instance, storage)
+        assert sorted(r.partition_key for r in first.run_requests) == ["ESH4.DBN.ZST", "b.Dbn"]
+        assert json.loads(first.cursor)["skipped"] == ["c.dbn.zstd", "d.csv"]
+        # the next tick has nothing new to say about them
+        assert isinstance(_tick(instance, storage, cursor=first.cursor), dg.SkipReason)
+        _land(foxhunt_home, "e.dbn.gz")
+        third = _tick(instance, storage, cursor=first.cursor)
+        assert not third.run_requests and "e.dbn.gz" in third.skip_reason.skip_message
+        assert "c.dbn.zstd" not in third.skip_reason.skip_message

@@ -176,3 +176,20 @@ def test_append_adds_new_columns_and_keeps_old_rows(tmp_path: Path) -> None:
     finally:
         con.close()
     assert got == [(0.5, None, None, None), (None, "pooled", "abc", 0.1)]
+
+
+def test_partition_directory_names_are_bounded_and_short_ones_unchanged(tmp_path):
+    from urllib.parse import quote
+
+    from foxhunt_pipeline.storage.warehouse import partition_dir_name
+
+    short = "glbx mdp3 é 20240103.ohlcv-1m.dbn"
+    assert partition_dir_name(short) == f"source_file={quote(short, safe='')}"  # homes keep their layout
+    long_a = "é" * 120 + "-a.dbn.zst"  # 250 bytes: a legal file name, 3x that when encoded
+    long_b = "é" * 120 + "-b.dbn.zst"
+    a, b = partition_dir_name(long_a), partition_dir_name(long_b)
+    assert a != b and len(a.encode()) <= 200 and a.startswith("source_file=%C3%A9")
+    assert partition_dir_name(long_a) == a  # stable
+    d = wh.raw_bars_partition_path(tmp_path, long_a)
+    d.parent.mkdir(parents=True)  # OSError: File name too long before
+    d.write_bytes(b"x")
