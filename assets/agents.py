@@ -4,8 +4,10 @@
 
 import dagster as dg
 
+from assets import registration
 from assets.common import code_version_of
 from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
+from foxhunt_pipeline.config import profiles
 from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -62,6 +64,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
+    profile = profiles.active_profile()
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
 
@@ -73,11 +76,15 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
 
         result = train(data, agent_cfg, on_eval=on_eval)
         paths = agents.save_policy(result.model, run_dir / "policy")
+        registration.write_agent_serving_meta(run_dir / "policy", data)
         run.log_artifacts(run_dir / "policy", "checkpoint")
         run.log_metrics({"train_seconds": result.train_seconds,
                          "final_val_mean_reward": result.final_val_mean_reward})
-        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
-        run.set_tags({"precision": "fp32", "registered_version": version})
+        version = registration.register(
+            run, family, registered, run_dir / "policy", data, storage, profile=profile,
+            metrics={"final_val_mean_reward": float(result.final_val_mean_reward),
+                     "total_timesteps": int(agent_cfg.total_timesteps)})
+        run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, run_dir / "policy", {
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
@@ -90,7 +97,10 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "training_seconds": round(float(result.train_seconds), 2),
             "device": choice.name,
             "mlflow_run_id": run_id,
+            "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "registered_model": f"{registered} v{version}",
+            "model_uri": f"models:/{registered}/{version}",
+            "profile": profile,
             "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),
         }
     )

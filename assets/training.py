@@ -6,8 +6,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.features import training_dataset
+from assets.metadata_images import image_md
 from foxhunt_pipeline.config import deploy_profile, profiles
 from foxhunt_pipeline.storage import dataset_store, model_store
 from resources.mlflow_tracking import MLflowResource
@@ -131,6 +133,7 @@ def train_forecaster_asset(
     )
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
+    profile = profiles.active_profile()
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
@@ -162,8 +165,13 @@ def train_forecaster_asset(
         run.log_artifact(curve, "plots")
         run.log_metrics({"best_val_loss": result.best_val_loss, "training_seconds": result.training_seconds,
                          "n_parameters": result.n_parameters})
-        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
-        run.set_tags({"precision": "fp32", "registered_version": version})
+        extra_metadata: dict = {}
+        serving = registration.export_forecaster(family, ckpt, data, run_dir / "serving")
+        version = registration.register(
+            run, family, registered, serving, data, storage, profile=profile,
+            metrics={"best_val_loss": float(result.best_val_loss), "epochs": int(result.epochs_run),
+                     "n_parameters": int(result.n_parameters)})
+        run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, ckpt, {
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
@@ -182,8 +190,11 @@ def train_forecaster_asset(
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "mlflow_ui": f"mlflow ui --backend-store-uri {mlflow.resolved_uri()}",
             "registered_model": f"{registered} v{version}",
+            "model_uri": f"models:/{registered}/{version}",
+            "profile": profile,
             "checkpoint": dg.MetadataValue.path(model_store.located(where, run_dir, ckpt)),
-            "loss_curve": dg.MetadataValue.path(model_store.located(where, run_dir, curve)),
+            "loss_curve": image_md(curve, f"{family} loss curve"),
+            **(extra_metadata or {}),
         }
     )
 

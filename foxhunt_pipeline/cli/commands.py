@@ -159,26 +159,72 @@ def download(dataset, symbols, schema, start, end, stype_in, home) -> None:
 
 
 @main.command()
-@click.argument("artifact", type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.argument("model")
 @click.option("--features", "features_path", type=click.Path(exists=True, path_type=Path), default=None,
               help="Features parquet (default: $FOXHUNT_HOME/warehouse/features/data.parquet).")
 @click.option("--root", default=None)
 @click.option("--start", default=None, help="ISO datetime (UTC), inclusive.")
-@click.option("--end", default=None, help="ISO datetime (UTC), exclusive.")
+@click.option("--end", default=None, help="ISO datetime (UTC), inclusive.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write parquet here.")
 @home_option
-def predict(artifact, features_path, root, start, end, out, home) -> None:
-    """Load an exported model artifact and predict quantiles on a slice of features."""
-    from foxhunt_pipeline.serving.predict import predict_from_parquet
+def predict(model, features_path, root, start, end, out, home) -> None:
+    """Predict with MODEL on a slice of features: quantiles (TFT, Mamba-2) or actions (DQN,
+    PPO). MODEL is an exported artifact or policy directory, or a registered MLflow model
+    (``models:/foxhunt-tft@champion``, ``models:/foxhunt-dqn/3``, ``runs:/<id>/model``)."""
+    from foxhunt_pipeline.serving.predict import PredictInputError
 
     paths = _paths(home)
     features_path = features_path or paths.table_dir("features") / "data.parquet"
-    df = predict_from_parquet(artifact, features_path, root=root, start=start, end=end)
+    try:
+        artifact = _local_model(model, paths)
+        df = _predict(artifact, features_path, root=root, start=start, end=end)
+    except (PredictInputError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
     if out:
         df.write_parquet(out)
         click.echo(f"wrote {df.height} predictions to {out}")
     else:
         click.echo(df)
+
+
+def _local_model(model: str, paths: FoxhuntPaths) -> Path:
+    """A local artifact directory for MODEL: the path itself, or the project artifact inside
+    a registered MLflow model (resolved against $MLFLOW_TRACKING_URI or the home's store)."""
+    if "://" not in model and ":/" not in model:
+        path = Path(model).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such artifact (or use models:/<name>@<alias>)")
+        return path
+    import mlflow
+
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or paths.mlflow_tracking_uri
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(os.environ.get("MLFLOW_REGISTRY_URI") or uri)
+    try:
+        loaded = mlflow.pyfunc.load_model(model)
+    except mlflow.exceptions.MlflowException as e:
+        raise click.ClickException(f"{model}: {e.message} (tracking store {uri})") from e
+    return loaded.unwrap_python_model().model.path
+
+
+def _predict(artifact: Path, features_path: Path, *, root, start, end):
+    import polars as pl
+
+    from foxhunt_pipeline.serving.loaded import LoadedModel
+    from foxhunt_pipeline.serving.predict import _as_utc, predict_from_parquet
+
+    loaded = LoadedModel.load(artifact)
+    if loaded.kind == "forecaster":
+        return predict_from_parquet(artifact, features_path, root=root, start=start, end=end)
+    lf = pl.scan_parquet(features_path)
+    if root:
+        lf = lf.filter(pl.col("root") == root)
+    out = loaded.predict(lf.select(loaded.input_columns).collect())
+    if start:
+        out = out.filter(pl.col("ts_event") >= _as_utc(start))
+    if end:
+        out = out.filter(pl.col("ts_event") <= _as_utc(end))
+    return out
 
 
 @main.command()
