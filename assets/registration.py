@@ -12,7 +12,7 @@ import polars as pl
 
 from foxhunt_pipeline.serving.actions import SERVING_META_FILE, serving_meta
 from models.atomic import atomic_write
-from resources.pyfunc_models import data_range_of, model_card, register_pyfunc
+from resources.pyfunc_models import MODEL_ARTIFACT, data_range_of, model_card, register_pyfunc
 from resources.storage import FoxhuntStorage
 
 # TorchScript first: seconds to write and milliseconds to load for the fp32 serving copy
@@ -56,10 +56,12 @@ def write_agent_serving_meta(policy_dir: Path, data: Any) -> Path:
 
 
 def register(run: Any, family: str, registered: str, artifact: Path, data: Any, storage: FoxhuntStorage,
-             metrics: Mapping[str, Any], *, precision: str = "fp32", profile: str | None = None) -> str:
+             metrics: Mapping[str, Any], *, precision: str = "fp32", profile: str | None = None,
+             artifact_path: str = MODEL_ARTIFACT, tags: Mapping[str, str] | None = None) -> str:
     """A new version of ``registered``: the pyfunc wrapper around ``artifact`` with signature,
     input example and model card; returns the version number."""
     card = model_card(family, precision, data.meta, data_range=data_range_of(data), metrics=metrics)
-    tags = {"profile": profile} if profile else {}
+    all_tags = {**({"profile": profile} if profile else {}), **dict(tags or {})}
     return register_pyfunc(run, registered, artifact, family=family, precision=precision,
-                           features=features_frame(storage), card=card, tags=tags)
+                           features=features_frame(storage), card=card, tags=all_tags,
+                           artifact_path=artifact_path)

@@ -173,3 +173,25 @@ def test_mlflow_models_serve_answers_a_scoring_request(registry):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_quantized_agent_is_registered_the_same_way_tagged_with_its_precision(registry, monkeypatch):
+    import mlflow
+
+    from models.agents.policy import load_policy
+    from models.quantization.report import quantize_agent
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+    report = quantize_agent(load_policy(registry["artifacts"]["dqn"]), registry["data"], model_name="dqn",
+                            out_dir=registry["root"] / "quantized", precisions=("fp32", "int8"),
+                            latency_repeats=1, export_formats=("torchscript",))
+    with registry["mlflow"].start_run("dqn-int8", tags={"family": "dqn"}) as run:
+        version = register_pyfunc(run, "foxhunt-dqn", report.artifacts["int8"], family="dqn", precision="int8",
+                                  features=registry["features"], card="int8", artifact_path="model_int8")
+    mv = registry["mlflow"].client().get_model_version("foxhunt-dqn", version)
+    assert mv.tags["precision"] == "int8" and version != "1"
+    got = pl.from_pandas(mlflow.pyfunc.load_model(f"models:/foxhunt-dqn/{version}").predict(
+        one_root(registry["features"]).to_pandas()))
+    _assert_same(got, LoadedModel.load(report.artifacts["int8"]).predict(one_root(registry["features"])), "dqn int8")
+    fp32 = _own_path(registry, "dqn")
+    assert (got["action"] == fp32["action"]).mean() >= 0.95
