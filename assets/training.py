@@ -166,6 +166,10 @@ def train_forecaster_asset(
         run.log_metrics({"best_val_loss": result.best_val_loss, "training_seconds": result.training_seconds,
                          "n_parameters": result.n_parameters})
         extra_metadata: dict = {}
+        if family == "tft":
+            from assets.interpretability import tft_interpretability
+
+            extra_metadata = tft_interpretability(run, ckpt, data, run_dir / "interpretability")
         serving = registration.export_forecaster(family, ckpt, data, run_dir / "serving")
         version = registration.register(
             run, family, registered, serving, data, storage, profile=profile,

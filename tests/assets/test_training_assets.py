@@ -55,6 +55,13 @@ def test_tft_model_trains_publishes_and_registers(foxhunt_home, nproc):
     assert (model_dir / "MLmodel").exists() and list(model_dir.glob("artifacts/*/meta.json"))
     # the loss curve is an image on the asset page, not a path
     assert meta["loss_curve"].value.startswith("![tft loss curve](data:image/png;base64,")
+    # interpretability: plots inline on the asset page and logged to the MLflow run
+    assert "data:image/png;base64," in meta["variable_importance"].value
+    assert "data:image/png;base64," in meta["attention"].value
+    logged = [f.path for f in MLflowResource(home=str(paths.home)).client().list_artifacts(
+        meta["mlflow_run_id"].value, "interpretability")]
+    assert any("importance" in p and p.endswith(".png") for p in logged)
+    assert any("attention" in p for p in logged) and any(p.endswith(".csv") for p in logged)
     assert meta["profile"].value == os.environ["FOXHUNT_PROFILE"] == "fast"  # set by conftest
 
 
