@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets import registration
 from assets.common import code_version_of
+from assets.interpretability import agent_behaviour
 from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
 from foxhunt_pipeline.config import profiles
 from foxhunt_pipeline.storage import model_store
@@ -77,6 +78,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         result = train(data, agent_cfg, on_eval=on_eval)
         paths = agents.save_policy(result.model, run_dir / "policy")
         registration.write_agent_serving_meta(run_dir / "policy", data)
+        behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
         run.log_artifacts(run_dir / "policy", "checkpoint")
         run.log_metrics({"train_seconds": result.train_seconds,
                          "final_val_mean_reward": result.final_val_mean_reward})
@@ -101,6 +103,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "registered_model": f"{registered} v{version}",
             "model_uri": f"models:/{registered}/{version}",
             "profile": profile,
+            **behaviour_md,
             "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),
         }
     )

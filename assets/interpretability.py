@@ -47,3 +47,26 @@ def tft_interpretability(run: Any, checkpoint: Path, data: Any, out_dir: Path) -
                                             + "\n\n_full table: MLflow artifact "
                                             "`interpretability/tft_variable_importance.csv`_"),
     }
+
+
+def agent_behaviour(run: Any, family: str, policy_dir: Path, data: Any, out_dir: Path) -> dict[str, Any]:
+    """Action shares and mean position by hour on the validation split, logged and inline."""
+    from models.agents.behaviour import behaviour
+    from models.agents.policy import load_policy
+    from models.evaluation.interpretation_plots import agent_behaviour as plot
+
+    split = "validation" if "validation" in data.splits else "train"
+    b = behaviour(load_policy(policy_dir), data, split)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot(out_dir / f"{family}_behaviour_by_hour.png", b.shares, b.hourly_mean_position,
+               title=f"{family} on the {split} split ({b.n_decisions} decisions)")
+    csv = out_dir / f"{family}_position_by_hour.csv"
+    pl.DataFrame({"hour_utc": list(b.hourly_mean_position), "mean_position": list(b.hourly_mean_position.values()),
+                  "bars": [b.hourly_bars[h] for h in b.hourly_mean_position]}).write_csv(csv)
+    for path in (png, csv):
+        run.log_artifact(path, "interpretability")
+    run.log_metrics({f"val_share_{k}": v for k, v in b.shares.items()})
+    return {
+        "behaviour": image_md(png, f"{family} actions and mean position by hour"),
+        "action_shares": dg.MetadataValue.json({k: round(v, 4) for k, v in b.shares.items()}),
+    }

@@ -54,4 +54,29 @@ def attention_by_horizon(path: Path, attention: np.ndarray, lookback: int, *, ti
     return _save(fig, path)
 
 
-__all__ = ["attention_by_horizon", "variable_importance"]
+
+
+def agent_behaviour(path: Path, shares: Mapping[str, float], hourly_mean_position: Mapping[int, float], *,
+                    title: str = "") -> Path:
+    """Left: share of short / flat / long decisions; right: mean position by UTC hour."""
+    fig = Figure(figsize=(9, 3.2))
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2.5]})
+    names = list(shares)
+    left.bar(names, [shares[n] for n in names], color=["#b03a2e", "#7f8c8d", "#1e8449"][: len(names)])
+    left.set_ylim(0, 1)
+    left.set_title("action share", fontsize=10)
+    hours = sorted(hourly_mean_position)
+    values = [hourly_mean_position[h] for h in hours]
+    right.bar(hours, values, color=["#1e8449" if v >= 0 else "#b03a2e" for v in values])
+    right.axhline(0, color="black", lw=0.8)
+    right.set_xlim(-0.5, 23.5)
+    right.set_ylim(-1.05, 1.05)
+    right.set_xlabel("hour of day (UTC)")
+    right.set_title("mean position by hour (-1 short, +1 long)", fontsize=10)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+__all__ = ["agent_behaviour", "attention_by_horizon", "variable_importance"]
