@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import dagster as dg
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 
 EXPERIMENT = "foxhunt"
+UI_URL_ENV = "FOXHUNT_MLFLOW_UI_URL"
+DEFAULT_UI_URL = "http://127.0.0.1:5000"
 
 
 class MLflowResource(dg.ConfigurableResource):
@@ -23,7 +26,9 @@ class MLflowResource(dg.ConfigurableResource):
     tracking_uri: str = ""
     experiment: str = EXPERIMENT
     home: str = ""
-    ui_url: str = "http://127.0.0.1:5000"  # where `mlflow ui` serves the local store
+    # where the MLflow UI serves the local store: empty = $FOXHUNT_MLFLOW_UI_URL (set by
+    # `foxhunt ui`, which starts it next to Dagster), else mlflow's own default port
+    ui_url: str = ""
 
     def _paths(self) -> FoxhuntPaths:
         return FoxhuntPaths.from_env(self.home or None).ensure()
@@ -62,7 +67,8 @@ class MLflowResource(dg.ConfigurableResource):
     def run_url(self, run_id: str) -> str:
         """Link to the run in the MLflow UI: the tracking server itself when there is one,
         else where `mlflow ui --backend-store-uri <sqlite store>` serves by default."""
-        base = self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else self.ui_url
+        base = self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else (
+            self.ui_url or os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL)
         return f"{base.rstrip('/')}/#/experiments/{self.experiment_id()}/runs/{run_id}"
 
     def latest_version(self, model_name: str) -> Any | None:

@@ -26,6 +26,23 @@ home_option = click.option(
 )
 
 
+profile_option = click.option(
+    "--profile", type=click.Choice(["default", "demo", "fast"]), default=None,
+    help="Training sizes (demo/fast are small CPU-friendly settings). Default: $FOXHUNT_PROFILE, else the "
+         "profile the home was created with, else 'default' with a GPU and 'demo' without.")
+
+
+def _profile(explicit: str | None, paths: FoxhuntPaths) -> str:
+    """The active profile, said out loud, and exported for the code location to read."""
+    from foxhunt_pipeline.config.home_profile import has_gpu, resolve_profile
+    from foxhunt_pipeline.config.profiles import PROFILE_ENV
+
+    name, why = resolve_profile(explicit, paths.home, has_gpu=has_gpu())
+    click.echo(f"profile: {name} ({why})")
+    os.environ[PROFILE_ENV] = name
+    return name
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """foxhunt-pipeline: Databento DBN futures bars to trained, evaluated, quantized models."""
@@ -55,9 +72,7 @@ def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
 
 @main.command()
 @click.argument("selection", nargs=-1)
-@click.option("--profile", type=click.Choice(["default", "demo", "fast"]), envvar="FOXHUNT_PROFILE",
-              default="default", show_default=True,
-              help="Training sizes (demo/fast are small CPU-friendly settings); env FOXHUNT_PROFILE.")
+@profile_option
 @click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
 @home_option
 def materialize(selection, profile, all_partitions, home) -> None:
@@ -65,6 +80,7 @@ def materialize(selection, profile, all_partitions, home) -> None:
     from foxhunt_pipeline.cli.runner import materialize_selection
 
     paths = _paths(home)
+    profile = _profile(profile, paths)
     ok = materialize_selection(paths, list(selection) or ["*"], profile=profile, all_partitions=all_partitions,
                                echo=click.echo)
     sys.exit(0 if ok else 1)
@@ -78,8 +94,10 @@ def materialize(selection, profile, all_partitions, home) -> None:
 def demo(days, fast, seed, home) -> None:
     """Generate a small data set, materialize the whole graph, print the leaderboard."""
     from foxhunt_pipeline.cli.runner import run_demo
+    from foxhunt_pipeline.config.home_profile import store_profile
 
     paths = _paths(home)
+    store_profile(paths.home, "fast" if fast else "demo")  # what `foxhunt ui` keeps using here
     ok = run_demo(paths, days=days or (5 if fast else 12), fast=fast, seed=seed, echo=click.echo)
     sys.exit(0 if ok else 1)
 
@@ -87,20 +105,38 @@ def demo(days, fast, seed, home) -> None:
 @main.command()
 @click.option("--port", type=int, default=3000, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--mlflow-port", type=int, default=None, help="MLflow UI port (default: --port + 1); not started "
+              "when $MLFLOW_TRACKING_URI names a tracking server.")
+@profile_option
 @home_option
-def ui(port, host, home) -> None:
-    """Start the Dagster UI (webserver + daemon) on the persistent instance."""
+def ui(port, host, mlflow_port, profile, home) -> None:
+    """Start the Dagster UI (webserver + daemon) on the persistent instance, and the MLflow UI
+    on the home's tracking store next to it."""
     from foxhunt_pipeline.cli.instance import ensure_dagster_home
 
     paths = _paths(home)
+    _profile(profile, paths)
     ensure_dagster_home(paths)
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
     # an editable checkout has workspace.yaml; an installed package loads the module directly
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "foxhunt_pipeline.definitions", "-a", "defs"]
     cmd = [sys.executable, "-m", "dagster", "dev", *target, "-h", host, "-p", str(port)]
+    procs = []
+    server = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if server.startswith(("http://", "https://")):
+        click.echo(f"MLflow: {server} (MLFLOW_TRACKING_URI)")
+    else:
+        mlflow_port = mlflow_port or port + 1
+        ui_url = f"http://{host}:{mlflow_port}"
+        os.environ["FOXHUNT_MLFLOW_UI_URL"] = ui_url  # the links in asset metadata point here
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", paths.mlflow_tracking_uri,
+             "--host", host, "--port", str(mlflow_port), "--workers", "1"],
+            start_new_session=True, cwd=paths.home))
+        click.echo(f"MLflow UI on {ui_url}  (store {paths.mlflow_tracking_uri})")
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={paths.dagster_home})")
-    click.echo(f"MLflow UI: mlflow ui --backend-store-uri {paths.mlflow_tracking_uri}")
     proc = subprocess.Popen(cmd, start_new_session=True, cwd=workspace.parent if workspace.exists() else None)
+    procs.insert(0, proc)
 
     def _terminate(signum, frame):  # dagster dev ignores SIGTERM: turn ours into a clean stop
         raise KeyboardInterrupt
@@ -111,13 +147,19 @@ def ui(port, host, home) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            deadline = time.time() + 20
-            while proc.poll() is None and time.time() < deadline:
-                time.sleep(0.2)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+        for p in procs:
+            _stop_group(p)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGINT)
+    deadline = time.time() + 20
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @main.command()
