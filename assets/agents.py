@@ -1,13 +1,21 @@
 """Agent training assets: DQN and PPO (stable-baselines3) on the window environment, on the
 ``gpu`` pool like the forecasters, requested once per new training_dataset."""
 
+import time
 
 import dagster as dg
 
 from assets import registration
 from assets.common import code_version_of
 from assets.interpretability import agent_behaviour
-from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
+from assets.training import (
+    TRAINING_KW,
+    load_dataset,
+    new_run_dir,
+    profile_default,
+    progress_note,
+    publish_run,
+)
 from foxhunt_pipeline.config import profiles
 from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
@@ -61,7 +69,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     fields = config.model_dump()
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls, train = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else (agents.PPOConfig, agents.train_ppo)
-    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
+    # a validation backtest (and a progress line) at least every 10% of the steps
+    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 10))
     agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
@@ -69,11 +78,16 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
 
+        started = time.monotonic()
+        total = int(agent_cfg.total_timesteps)
+
         def on_eval(point: dict) -> None:
             run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
                             step=int(point["timesteps"]))
-            context.log.info(f"{family} @ {point['timesteps']} steps: val mean reward "
-                             f"{point.get('mean_reward', float('nan')):.3g}")
+            context.log.info(f"{family} @ {point['timesteps']}/{total} steps: val mean reward "
+                             f"{point.get('mean_reward', float('nan')):.3g}"
+                             f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
+                             f" [profile {profile}]")
 
         result = train(data, agent_cfg, on_eval=on_eval)
         paths = agents.save_policy(result.model, run_dir / "policy")

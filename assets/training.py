@@ -138,11 +138,14 @@ def train_forecaster_asset(
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
 
+        started = time.monotonic()
+
         def on_epoch_end(row: dict) -> None:
             run.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
             context.log.info(
-                f"{family} epoch {row['epoch']}: train {row.get('train_loss', float('nan')):.5f} "
+                f"{family} epoch {row['epoch']}/{config.epochs}: train {row.get('train_loss', float('nan')):.5f} "
                 f"val {row.get('val_loss', float('nan')):.5f} grad_norm {row.get('grad_norm', float('nan')):.3f}"
+                f"{progress_note(int(row['epoch']), config.epochs, time.monotonic() - started)} [profile {profile}]"
             )
 
         if config.nproc_per_node > 1:
@@ -201,6 +204,20 @@ def train_forecaster_asset(
             **(extra_metadata or {}),
         }
     )
+
+
+def progress_note(done: float, total: float, elapsed_s: float) -> str:
+    """``, 40% done, ~1m30s left`` (at most the whole budget: early stopping can end sooner)."""
+    if total <= 0 or done <= 0:
+        return ""
+    left = elapsed_s * max(total - done, 0) / done
+    return f", {min(done / total, 1.0):.0%} done, ~{_duration(left)} left"
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
 class _DDPResult:

@@ -65,7 +65,11 @@ def test_tft_model_trains_publishes_and_registers(foxhunt_home, nproc):
     assert meta["profile"].value == os.environ["FOXHUNT_PROFILE"] == "fast"  # set by conftest
 
 
-def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home):
+def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home, monkeypatch):
+    monkeypatch.delenv("FOXHUNT_MLFLOW_UI_URL", raising=False)
     local = MLflowResource(home=str(foxhunt_home))
     url = local.run_url("abc123")
     assert url.startswith("http://127.0.0.1:5000/#/experiments/") and url.endswith("/runs/abc123")
+    # `foxhunt ui` starts the MLflow UI next to Dagster and tells the code location where
+    monkeypatch.setenv("FOXHUNT_MLFLOW_UI_URL", "http://127.0.0.1:3001")
+    assert local.run_url("abc123").startswith("http://127.0.0.1:3001/#/experiments/")

@@ -1,5 +1,5 @@
 """The profile a home was made with is kept; a CPU-only machine does not start full-size
-training unless asked; the MLflow links follow where `foxhunt ui` serves the MLflow UI."""
+training unless asked; long training says how far it is and how long is left."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from click.testing import CliRunner
 
 from foxhunt_pipeline.cli import commands
 from foxhunt_pipeline.config.home_profile import resolve_profile, store_profile, stored_profile
-from resources.mlflow_tracking import MLflowResource
 
 
 @pytest.fixture
@@ -58,7 +57,9 @@ def test_materialize_uses_the_homes_profile(tmp_path, no_env_profile, monkeypatc
     assert seen["profile"] == "demo" and "profile: demo (stored in" in res.output
 
 
-def test_run_links_follow_the_mlflow_ui_that_foxhunt_ui_started(tmp_path, monkeypatch):
-    monkeypatch.setenv("FOXHUNT_MLFLOW_UI_URL", "http://127.0.0.1:3001")
-    url = MLflowResource(home=str(tmp_path)).run_url("abc")
-    assert url.startswith("http://127.0.0.1:3001/#/experiments/") and url.endswith("/runs/abc")
+def test_progress_note_estimates_the_time_left():
+    from assets.training import progress_note
+
+    assert progress_note(2, 10, 60.0) == ", 20% done, ~4m00s left"
+    assert progress_note(10, 10, 60.0) == ", 100% done, ~0s left"
+    assert progress_note(0, 10, 5.0) == ""
