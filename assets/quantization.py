@@ -55,19 +55,32 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
     versions = _register(family, pointer, report, mlflow, data, storage) if config.register_accepted else {}
     stored = storage.store_run_outputs(pointer, run_dir, out_dir)
     table = pl.DataFrame([{k: v for k, v in r.items() if isinstance(v, str | int | float | bool)} for r in report.rows])
+    full_csv = out_dir / "quantization_variants.csv"
+    table.write_csv(full_csv)
+    if config.register_accepted:
+        from resources.mlflow_tracking import TrackedRun
+
+        TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow).log_artifact(full_csv, "quantized")
     for precision, artifact in report.artifacts.items():
         context.log.info(f"{family} {precision}: artifact {artifact}")
     return dg.MaterializeResult(
         metadata={
             "recommended": report.recommended,
             "reason": report.reason,
-            "variants": dg.MetadataValue.md(markdown_table(table)),
+            "variants": dg.MetadataValue.md(markdown_table(table.select([c for c in SUMMARY_COLUMNS if c in table.columns]))
+                                            + f"\n\n_all {table.width} columns: `{full_csv.name}` (MLflow artifact "
+                                            "`quantized/`, and beside the report)_"),
             "registered_versions": json.dumps(versions),
             "report": dg.MetadataValue.path(_at(stored, out_dir, report_path)),
             **{f"artifact_{p}": dg.MetadataValue.path(_at(stored, out_dir, a))
                for p, a in report.artifacts.items()},
         }
     )
+
+
+# what a reader decides on; the other ~20 measurements stay in the CSV
+SUMMARY_COLUMNS = ("precision", "accepted", "metric_rel_change", "action_agreement", "sharpe_delta",
+                   "rel_output_diff", "size_ratio", "latency_ratio_b1", "reason")
 
 
 def _at(stored: str, out_dir: Path, path) -> str:

@@ -39,6 +39,8 @@ class MLflowResource(dg.ConfigurableResource):
     def client(self):
         from mlflow.tracking import MlflowClient
 
+        if not self.tracking_uri:
+            rebase_local_store(self._paths())
         return MlflowClient(tracking_uri=self.resolved_uri(), registry_uri=self.resolved_uri())
 
     def experiment_id(self) -> str:
@@ -78,6 +80,46 @@ class MLflowResource(dg.ConfigurableResource):
         except Exception:
             return None
         return max(versions, key=lambda v: int(v.version), default=None)
+
+
+# (table, column) pairs of the SQLite store that hold artifact locations
+_LOCATION_COLUMNS = (("experiments", "artifact_location"), ("runs", "artifact_uri"),
+                     ("model_versions", "source"), ("model_versions", "storage_location"),
+                     ("logged_models", "artifact_location"))
+_rebased: set[str] = set()
+
+
+def rebase_local_store(paths: FoxhuntPaths) -> int:
+    """MLflow stores absolute artifact locations; when the home was moved or copied, point
+    every one under the old ``<home>/mlflow/artifacts`` at this home's, so nothing is read
+    from or written into the old place. Once per process and store; returns rows changed."""
+    import sqlite3
+
+    db = paths.mlflow_dir / "mlflow.db"
+    key = str(db)
+    if key in _rebased or not db.exists():
+        return 0
+    new = str(paths.mlflow_artifacts)
+    changed = 0
+    with contextlib.closing(sqlite3.connect(db, timeout=60)) as con:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        if "experiments" not in tables:
+            return 0
+        olds = set()
+        for (loc,) in con.execute("select artifact_location from experiments"):
+            path = str(loc or "").removeprefix("file://")
+            if path.endswith("/mlflow/artifacts") and path != new:
+                olds.add(path)
+        with con:
+            for old in olds:
+                for table, column in _LOCATION_COLUMNS:
+                    if table in tables:
+                        cur = con.execute(
+                            f"update {table} set {column} = replace({column}, ?, ?) "  # noqa: S608 - fixed names
+                            f"where {column} like ?", (old, new, f"%{old}%"))
+                        changed += cur.rowcount
+    _rebased.add(key)
+    return changed
 
 
 class TrackedRun:

@@ -126,6 +126,9 @@ def ui(port, host, mlflow_port, profile, home) -> None:
     if server.startswith(("http://", "https://")):
         click.echo(f"MLflow: {server} (MLFLOW_TRACKING_URI)")
     else:
+        from resources.mlflow_tracking import rebase_local_store
+
+        rebase_local_store(paths)
         mlflow_port = mlflow_port or port + 1
         ui_url = f"http://{host}:{mlflow_port}"
         os.environ["FOXHUNT_MLFLOW_UI_URL"] = ui_url  # the links in asset metadata point here
@@ -239,6 +242,10 @@ def _local_model(model: str, paths: FoxhuntPaths) -> Path:
         return path
     import mlflow
 
+    from resources.mlflow_tracking import rebase_local_store
+
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        rebase_local_store(paths)  # a moved or copied home reads its own artifacts
     uri = os.environ.get("MLFLOW_TRACKING_URI") or paths.mlflow_tracking_uri
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(os.environ.get("MLFLOW_REGISTRY_URI") or uri)

@@ -195,3 +195,31 @@ def test_a_quantized_agent_is_registered_the_same_way_tagged_with_its_precision(
     _assert_same(got, LoadedModel.load(report.artifacts["int8"]).predict(one_root(registry["features"])), "dqn int8")
     fp32 = _own_path(registry, "dqn")
     assert (got["action"] == fp32["action"]).mean() >= 0.95
+
+
+def test_a_moved_home_serves_its_registered_models_and_never_touches_the_old_place(tmp_path, monkeypatch):
+    """``mv`` a home with a registered model: `foxhunt predict models:/...` from the new place
+    reads the moved artifacts, and the old place is never recreated."""
+    import shutil
+
+    from tests.resources.pyfunc_fixtures import agent_dir
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    features, data = features_and_data()
+    old = tmp_path / "old-home"
+    tracking = MLflowResource(home=str(old))
+    artifact = agent_dir("ppo", data, tmp_path / "ppo")
+    with tracking.start_run("ppo-move", tags={"family": "ppo"}) as run:
+        register_pyfunc(run, "foxhunt-ppo", artifact, family="ppo", precision="fp32", features=features, card="x")
+    features.write_parquet(tmp_path / "features.parquet")
+    new = tmp_path / "new-home"
+    shutil.move(old, new)
+    shutil.rmtree(artifact)  # only the home's own copy is left
+    out = tmp_path / "moved.parquet"
+    res = CliRunner().invoke(cli, ["predict", "models:/foxhunt-ppo/1", "--root", "ES", "--features",
+                                   str(tmp_path / "features.parquet"), "--out", str(out), "--home", str(new)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert pl.read_parquet(out).height > 0
+    assert not old.exists(), "something wrote into the old home"
+    source = MLflowResource(home=str(new)).client().get_model_version("foxhunt-ppo", "1").source
+    assert str(new) in source and str(old) not in source
