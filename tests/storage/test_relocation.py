@@ -47,3 +47,21 @@ def test_dataset_version_is_read_from_the_moved_root(tmp_path):
     assert (got / "meta.json").read_text() == "{}"
     assert str(got).startswith(str(tmp_path / "new")) or str(got).startswith(str(tmp_path / "cache"))
     assert not (tmp_path / "old").exists()
+
+
+def test_catalogue_views_read_the_moved_warehouse(tmp_path):
+    import polars as pl
+
+    from foxhunt_pipeline.storage import warehouse
+    from foxhunt_pipeline.storage.object_store import connect_catalogue
+
+    old = tmp_path / "old"
+    (old / "warehouse" / "features").mkdir(parents=True)
+    pl.DataFrame({"x": [1, 2, 3]}).write_parquet(old / "warehouse" / "features" / "data.parquet")
+    warehouse.refresh_duckdb_views(old / "foxhunt.duckdb", old / "warehouse")
+    shutil.move(old, tmp_path / "new")
+    new = tmp_path / "new"
+    pl.DataFrame({"x": [1, 2, 3, 4]}).write_parquet(new / "warehouse" / "features" / "data.parquet")
+    with connect_catalogue(new / "foxhunt.duckdb", UPath(new / "warehouse")) as con:
+        assert con.sql("select count(*) from features").fetchall() == [(4,)]
+    assert not old.exists()
