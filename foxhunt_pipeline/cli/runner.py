@@ -68,7 +68,7 @@ def materialize_selection(
             t0 = time.perf_counter()
             res = job.execute_in_process(
                 instance=instance, asset_selection=[raw_key], partition_key=key, raise_on_error=False,
-                tags={"foxhunt/started_by": "cli"},
+                tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
     rest = [k for k in keys if k != raw_key]
@@ -77,7 +77,7 @@ def materialize_selection(
         t0 = time.perf_counter()
         res = job.execute_in_process(
             instance=instance, asset_selection=ordered, raise_on_error=False,
-            tags={"foxhunt/started_by": "cli"},
+            tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok

@@ -63,3 +63,13 @@ def test_progress_note_estimates_the_time_left():
     assert progress_note(2, 10, 60.0) == ", 20% done, ~4m00s left"
     assert progress_note(10, 10, 60.0) == ", 100% done, ~0s left"
     assert progress_note(0, 10, 5.0) == ""
+
+
+def test_every_automated_run_is_tagged_with_the_active_profile():
+    from foxhunt_pipeline import automation
+    from foxhunt_pipeline.config.profiles import active_profile
+
+    want = {automation.PROFILE_TAG: active_profile()}
+    for job in (automation.ingest_job, automation.retrain_job):
+        assert want.items() <= dict(job.tags or {}).items(), job.name
+    assert want.items() <= dict(automation.automation_sensor.run_tags).items()
