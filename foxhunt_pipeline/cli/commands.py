@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -221,8 +224,8 @@ def predict(model, features_path, root, start, end, out, home) -> None:
     paths = _paths(home)
     features_path = features_path or paths.table_dir("features") / "data.parquet"
     try:
-        artifact = _local_model(model, paths)
-        df = _predict(artifact, features_path, root=root, start=start, end=end)
+        with _local_model(model, paths) as artifact:
+            df = _predict(artifact, features_path, root=root, start=start, end=end)
     except (PredictInputError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from e
     if out:
@@ -232,14 +235,17 @@ def predict(model, features_path, root, start, end, out, home) -> None:
         click.echo(df)
 
 
-def _local_model(model: str, paths: FoxhuntPaths) -> Path:
+@contextlib.contextmanager
+def _local_model(model: str, paths: FoxhuntPaths) -> Iterator[Path]:
     """A local artifact directory for MODEL: the path itself, or the project artifact inside
-    a registered MLflow model (resolved against $MLFLOW_TRACKING_URI or the home's store)."""
+    a registered MLflow model (resolved against $MLFLOW_TRACKING_URI or the home's store,
+    downloaded to a temporary directory; no process-wide MLflow setting is changed)."""
     if "://" not in model and ":/" not in model:
         path = Path(model).expanduser()
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such artifact (or use models:/<name>@<alias>)")
-        return path
+        yield path
+        return
     import mlflow
 
     from resources.mlflow_tracking import rebase_local_store
@@ -247,13 +253,34 @@ def _local_model(model: str, paths: FoxhuntPaths) -> Path:
     if not os.environ.get("MLFLOW_TRACKING_URI"):
         rebase_local_store(paths)  # a moved or copied home reads its own artifacts
     uri = os.environ.get("MLFLOW_TRACKING_URI") or paths.mlflow_tracking_uri
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(os.environ.get("MLFLOW_REGISTRY_URI") or uri)
-    try:
-        loaded = mlflow.pyfunc.load_model(model)
-    except mlflow.exceptions.MlflowException as e:
-        raise click.ClickException(f"{model}: {e.message} (tracking store {uri})") from e
-    return loaded.unwrap_python_model().model.path
+    registry = os.environ.get("MLFLOW_REGISTRY_URI") or uri
+    with tempfile.TemporaryDirectory(prefix="foxhunt-predict-") as tmp:
+        try:
+            source = _model_source(mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=registry), model)
+            local = mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=tmp, tracking_uri=uri)
+        except mlflow.exceptions.MlflowException as e:
+            raise click.ClickException(f"{model}: {e.message} (tracking store {uri})") from e
+        yield mlflow.pyfunc.load_model(local).unwrap_python_model().model.path
+
+
+def _model_source(client, model: str) -> str:
+    """``models:/<name>@<alias>`` / ``models:/<name>/<version|latest>`` -> the version's
+    artifact location, with an explicit client (MLflow's own resolution would use the
+    process-wide registry URI); other URIs are returned as they are."""
+    if not model.startswith("models:/"):
+        return model
+    rest = model.removeprefix("models:/")
+    if "@" in rest:
+        name, alias = rest.split("@", 1)
+        version = client.get_model_version_by_alias(name, alias).version
+    else:
+        name, _, version = rest.rpartition("/")
+        if version == "latest":
+            versions = client.search_model_versions(f"name='{name}'")
+            if not versions:
+                raise click.ClickException(f"{model}: no versions of {name}")
+            version = max(versions, key=lambda v: int(v.version)).version
+    return client.get_model_version_download_uri(name, version)
 
 
 def _predict(artifact: Path, features_path: Path, *, root, start, end):
