@@ -1,12 +1,16 @@
 """Agent training assets: DQN and PPO (stable-baselines3) on the window environment, on the
 ``gpu`` pool like the forecasters, requested once per new training_dataset."""
 
+import time
 
 import dagster as dg
 
+from assets import registration
 from assets.common import code_version_of
 from assets.config_fields import delegated
-from assets.training import TRAINING_KW, load_dataset, new_run_dir, publish_run
+from assets.interpretability import agent_behaviour
+from assets.training import TRAINING_KW, load_dataset, new_run_dir, progress_note, publish_run
+from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models.agents.trading_env import EnvConfig
 from models.agents.train import DQNConfig, PPOConfig
@@ -66,26 +70,38 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     fields = config.model_dump()
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls, train = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else (agents.PPOConfig, agents.train_ppo)
-    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
+    # a validation backtest (and a progress line) at least every 10% of the steps
+    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 10))
     agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
+    profile = current_settings().profile
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
+
+        started = time.monotonic()
+        total = int(agent_cfg.total_timesteps)
 
         def on_eval(point: dict) -> None:
             run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
                             step=int(point["timesteps"]))
-            context.log.info(f"{family} @ {point['timesteps']} steps: val mean reward "
-                             f"{point.get('mean_reward', float('nan')):.3g}")
+            context.log.info(f"{family} @ {point['timesteps']}/{total} steps: val mean reward "
+                             f"{point.get('mean_reward', float('nan')):.3g}"
+                             f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
+                             f" [profile {profile}]")
 
         result = train(data, agent_cfg, on_eval=on_eval)
         paths = agents.save_policy(result.model, run_dir / "policy")
+        registration.write_agent_serving_meta(run_dir / "policy", data)
+        behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
         run.log_artifacts(run_dir / "policy", "checkpoint")
         run.log_metrics({"train_seconds": result.train_seconds,
                          "final_val_mean_reward": result.final_val_mean_reward})
-        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
-        run.set_tags({"precision": "fp32", "registered_version": version})
+        version = registration.register(
+            run, family, registered, run_dir / "policy", data, storage, profile=profile,
+            metrics={"final_val_mean_reward": float(result.final_val_mean_reward),
+                     "total_timesteps": int(agent_cfg.total_timesteps)})
+        run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, run_dir / "policy", {
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
@@ -98,7 +114,11 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "training_seconds": round(float(result.train_seconds), 2),
             "device": choice.name,
             "mlflow_run_id": run_id,
+            "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "registered_model": f"{registered} v{version}",
+            "model_uri": f"models:/{registered}/{version}",
+            "profile": profile,
+            **behaviour_md,
             "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),
         }
     )

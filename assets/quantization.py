@@ -52,16 +52,24 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
         report = quantize_agent(policy, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
                                 precisions=config.precisions)
     report_path = report.to_json(out_dir / "quantization.json")
-    versions = _register(family, pointer, report, mlflow) if config.register_accepted else {}
+    versions = _register(family, pointer, report, mlflow, data, storage) if config.register_accepted else {}
     stored = storage.store_run_outputs(pointer, run_dir, out_dir)
     table = pl.DataFrame([{k: v for k, v in r.items() if isinstance(v, str | int | float | bool)} for r in report.rows])
+    full_csv = out_dir / "quantization_variants.csv"
+    table.write_csv(full_csv)
+    if config.register_accepted:
+        from resources.mlflow_tracking import TrackedRun
+
+        TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow).log_artifact(full_csv, "quantized")
     for precision, artifact in report.artifacts.items():
         context.log.info(f"{family} {precision}: artifact {artifact}")
     return dg.MaterializeResult(
         metadata={
             "recommended": report.recommended,
             "reason": report.reason,
-            "variants": dg.MetadataValue.md(markdown_table(table)),
+            "variants": dg.MetadataValue.md(markdown_table(table.select([c for c in SUMMARY_COLUMNS if c in table.columns]))
+                                            + f"\n\n_all {table.width} columns: `{full_csv.name}` (MLflow artifact "
+                                            "`quantized/`, and beside the report)_"),
             "registered_versions": json.dumps(versions),
             "report": dg.MetadataValue.path(_at(stored, out_dir, report_path)),
             **{f"artifact_{p}": dg.MetadataValue.path(_at(stored, out_dir, a))
@@ -70,26 +78,38 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
     )
 
 
+# what a reader decides on; the other ~20 measurements stay in the CSV
+SUMMARY_COLUMNS = ("precision", "accepted", "metric_rel_change", "action_agreement", "sharpe_delta",
+                   "rel_output_diff", "size_ratio", "latency_ratio_b1", "reason")
+
+
 def _at(stored: str, out_dir: Path, path) -> str:
     """``path`` under ``out_dir`` as it is named where ``out_dir`` was stored."""
     return model_store.located(stored, out_dir, Path(path))
 
 
-def _register(family: str, pointer: dict, report, mlflow: MLflowResource) -> dict[str, str]:
-    """Each accepted non-fp32 artifact becomes a model version with its precision tag, logged
-    to the training run so lineage stays in one place."""
+def _register(family: str, pointer: dict, report, mlflow: MLflowResource, data, storage: FoxhuntStorage
+              ) -> dict[str, str]:
+    """Each accepted non-fp32 artifact becomes a model version (the same pyfunc wrapper as
+    training's, tagged with its precision), logged to the training run so lineage stays in
+    one place."""
+    from assets import registration
     from resources.mlflow_tracking import TrackedRun
 
     run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
     versions: dict[str, str] = {}
+    rows = {r.get("precision"): r for r in report.rows}
     for precision, artifact in report.artifacts.items():
         run.log_artifacts(Path(artifact), f"quantized/{precision}")
         if precision == "fp32":
             continue
-        versions[precision] = run.register(
-            pointer["registered_model"], f"quantized/{precision}",
-            tags={"precision": precision, "family": family, "recommended": str(precision == report.recommended)},
-        )
+        metrics = {k: v for k, v in rows.get(precision, {}).items()
+                   if k in ("rel_output_diff", "metric_rel_change", "action_agreement", "sharpe_delta",
+                            "size_ratio", "latency_ratio_b1") and isinstance(v, int | float)}
+        versions[precision] = registration.register(
+            run, family, pointer["registered_model"], Path(artifact), data, storage, metrics=metrics,
+            precision=precision, artifact_path=f"model_{precision}",
+            tags={"recommended": str(precision == report.recommended)})
     return versions
 
 

@@ -7,10 +7,13 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.config_fields import delegated, sized
 from assets.features import training_dataset
+from assets.metadata_images import image_md
 from foxhunt_pipeline.config import deploy_profile
+from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import dataset_store, model_store
 from models.mamba2.model import Mamba2Config
 from models.tft.model import TFTConfig
@@ -155,15 +158,19 @@ def train_forecaster_asset(
     )
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
+    profile = current_settings().profile
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
 
+        started = time.monotonic()
+
         def on_epoch_end(row: dict) -> None:
             run.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
             context.log.info(
-                f"{family} epoch {row['epoch']}: train {row.get('train_loss', float('nan')):.5f} "
+                f"{family} epoch {row['epoch']}/{config.epochs}: train {row.get('train_loss', float('nan')):.5f} "
                 f"val {row.get('val_loss', float('nan')):.5f} grad_norm {row.get('grad_norm', float('nan')):.3f}"
+                f"{progress_note(int(row['epoch']), config.epochs, time.monotonic() - started)} [profile {profile}]"
             )
 
         if config.nproc_per_node > 1:
@@ -190,8 +197,17 @@ def train_forecaster_asset(
         run.log_artifact(curve, "plots")
         run.log_metrics({"best_val_loss": result.best_val_loss, "training_seconds": result.training_seconds,
                          "n_parameters": result.n_parameters})
-        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": family})
-        run.set_tags({"precision": "fp32", "registered_version": version})
+        extra_metadata: dict = {}
+        if family == "tft":
+            from assets.interpretability import tft_interpretability
+
+            extra_metadata = tft_interpretability(run, ckpt, data, run_dir / "interpretability")
+        serving = registration.export_forecaster(family, ckpt, data, run_dir / "serving")
+        version = registration.register(
+            run, family, registered, serving, data, storage, profile=profile,
+            metrics={"best_val_loss": float(result.best_val_loss), "epochs": int(result.epochs_run),
+                     "n_parameters": int(result.n_parameters)})
+        run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, ckpt, {
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
@@ -210,10 +226,27 @@ def train_forecaster_asset(
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "mlflow_ui": f"mlflow ui --backend-store-uri {mlflow.resolved_uri()}",
             "registered_model": f"{registered} v{version}",
+            "model_uri": f"models:/{registered}/{version}",
+            "profile": profile,
             "checkpoint": dg.MetadataValue.path(model_store.located(where, run_dir, ckpt)),
-            "loss_curve": dg.MetadataValue.path(model_store.located(where, run_dir, curve)),
+            "loss_curve": image_md(curve, f"{family} loss curve"),
+            **(extra_metadata or {}),
         }
     )
+
+
+def progress_note(done: float, total: float, elapsed_s: float) -> str:
+    """``, 40% done, ~1m30s left`` (at most the whole budget: early stopping can end sooner)."""
+    if total <= 0 or done <= 0:
+        return ""
+    left = elapsed_s * max(total - done, 0) / done
+    return f", {min(done / total, 1.0):.0%} done, ~{_duration(left)} left"
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
 class _DDPResult:

@@ -8,6 +8,7 @@ import os
 import dagster as dg
 
 from assets.ingestion import landed_files
+from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.ingest.landing import (
     PARTITIONS_NAME,
     skipped_file_names,
@@ -16,16 +17,22 @@ from foxhunt_pipeline.ingest.landing import (
 )
 from resources.storage import FoxhuntStorage
 
+# every run says which size profile its training used (read when the code location loads)
+PROFILE_TAG = "foxhunt/profile"
+PROFILE_TAGS = {PROFILE_TAG: current_settings().profile}
+
 ingest_job = dg.define_asset_job(
     "ingest_landed_file",
     selection=dg.AssetSelection.assets("raw_bars"),
     description="Decode and validate one landed DBN file (one run per file).",
+    tags=PROFILE_TAGS,
 )
 
 retrain_job = dg.define_asset_job(
     "retrain_models",
     selection=dg.AssetSelection.groups("training", "evaluation", "quantization"),
     description="Retrain, evaluate and quantize every model on the latest training_dataset.",
+    tags=PROFILE_TAGS,
 )
 
 
@@ -78,6 +85,7 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     target=dg.AssetSelection.all(),
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=int(os.environ.get("FOXHUNT_AUTOMATION_INTERVAL", "30")),
+    run_tags=PROFILE_TAGS,
     description="Declarative automation: each asset updates when its upstream changed and the "
     "upstream's blocking checks passed.",
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import dagster as dg
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 
 EXPERIMENT = "foxhunt"
+UI_URL_ENV = "FOXHUNT_MLFLOW_UI_URL"
+DEFAULT_UI_URL = "http://127.0.0.1:5000"
 
 
 class MLflowResource(dg.ConfigurableResource):
@@ -23,7 +26,9 @@ class MLflowResource(dg.ConfigurableResource):
     tracking_uri: str = ""
     experiment: str = EXPERIMENT
     home: str = ""
-    ui_url: str = "http://127.0.0.1:5000"  # where `mlflow ui` serves the local store
+    # where the MLflow UI serves the local store: empty = $FOXHUNT_MLFLOW_UI_URL (set by
+    # `foxhunt ui`, which starts it next to Dagster), else mlflow's own default port
+    ui_url: str = ""
 
     def _paths(self) -> FoxhuntPaths:
         return FoxhuntPaths.from_env(self.home or None).ensure()
@@ -34,6 +39,8 @@ class MLflowResource(dg.ConfigurableResource):
     def client(self):
         from mlflow.tracking import MlflowClient
 
+        if not self.tracking_uri:
+            rebase_local_store(self._paths())
         return MlflowClient(tracking_uri=self.resolved_uri(), registry_uri=self.resolved_uri())
 
     def experiment_id(self) -> str:
@@ -62,7 +69,8 @@ class MLflowResource(dg.ConfigurableResource):
     def run_url(self, run_id: str) -> str:
         """Link to the run in the MLflow UI: the tracking server itself when there is one,
         else where `mlflow ui --backend-store-uri <sqlite store>` serves by default."""
-        base = self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else self.ui_url
+        base = self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else (
+            self.ui_url or os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL)
         return f"{base.rstrip('/')}/#/experiments/{self.experiment_id()}/runs/{run_id}"
 
     def latest_version(self, model_name: str) -> Any | None:
@@ -72,6 +80,46 @@ class MLflowResource(dg.ConfigurableResource):
         except Exception:
             return None
         return max(versions, key=lambda v: int(v.version), default=None)
+
+
+# (table, column) pairs of the SQLite store that hold artifact locations
+_LOCATION_COLUMNS = (("experiments", "artifact_location"), ("runs", "artifact_uri"),
+                     ("model_versions", "source"), ("model_versions", "storage_location"),
+                     ("logged_models", "artifact_location"))
+_rebased: set[str] = set()
+
+
+def rebase_local_store(paths: FoxhuntPaths) -> int:
+    """MLflow stores absolute artifact locations; when the home was moved or copied, point
+    every one under the old ``<home>/mlflow/artifacts`` at this home's, so nothing is read
+    from or written into the old place. Once per process and store; returns rows changed."""
+    import sqlite3
+
+    db = paths.mlflow_dir / "mlflow.db"
+    key = str(db)
+    if key in _rebased or not db.exists():
+        return 0
+    new = str(paths.mlflow_artifacts)
+    changed = 0
+    with contextlib.closing(sqlite3.connect(db, timeout=60)) as con:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        if "experiments" not in tables:
+            return 0
+        olds = set()
+        for (loc,) in con.execute("select artifact_location from experiments"):
+            path = str(loc or "").removeprefix("file://")
+            if path.endswith("/mlflow/artifacts") and path != new:
+                olds.add(path)
+        with con:
+            for old in olds:
+                for table, column in _LOCATION_COLUMNS:
+                    if table in tables:
+                        cur = con.execute(
+                            f"update {table} set {column} = replace({column}, ?, ?) "  # noqa: S608 - fixed names
+                            f"where {column} like ?", (old, new, f"%{old}%"))
+                        changed += cur.rowcount
+    _rebased.add(key)
+    return changed
 
 
 class TrackedRun:

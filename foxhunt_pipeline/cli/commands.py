@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -42,6 +45,25 @@ class FaultReportingGroup(click.Group):
             if message is None:
                 raise
             raise click.ClickException(message) from e
+
+
+profile_option = click.option(
+    "--profile", type=click.Choice(["default", "demo", "fast"]), default=None,
+    help="Training sizes (demo/fast are small CPU-friendly settings). Default: $FOXHUNT_PROFILE, else the "
+         "profile the home was created with, else 'default' with a GPU and 'demo' without.")
+
+
+def _profile(explicit: str | None, paths: FoxhuntPaths) -> str:
+    """The active profile, said out loud, and exported for the code location to read."""
+    from foxhunt_pipeline.config.home_profile import has_gpu, resolve_profile
+    from foxhunt_pipeline.config.profiles import PROFILE_ENV
+    from foxhunt_pipeline.config.settings import load_settings
+
+    name, why = resolve_profile(explicit, paths.home, has_gpu=has_gpu())
+    click.echo(f"profile: {name} ({why})")
+    os.environ[PROFILE_ENV] = name  # for `dagster dev` and its run workers
+    load_settings(profile=name)
+    return name
 
 
 @click.group(cls=FaultReportingGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,9 +116,7 @@ def _oracle_line(landing: Path, first: date, last: date) -> str:
 
 @main.command()
 @click.argument("selection", nargs=-1)
-@click.option("--profile", type=click.Choice(["default", "demo", "fast"]), envvar="FOXHUNT_PROFILE",
-              default="default", show_default=True,
-              help="Training sizes (demo/fast are small CPU-friendly settings); env FOXHUNT_PROFILE.")
+@profile_option
 @click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
 @home_option
 def materialize(selection, profile, all_partitions, home) -> None:
@@ -104,6 +124,7 @@ def materialize(selection, profile, all_partitions, home) -> None:
     from foxhunt_pipeline.cli.runner import materialize_selection
 
     paths = _paths(home)
+    profile = _profile(profile, paths)
     ok = materialize_selection(paths, list(selection) or ["*"], profile=profile, all_partitions=all_partitions,
                                echo=click.echo)
     sys.exit(0 if ok else 1)
@@ -117,8 +138,10 @@ def materialize(selection, profile, all_partitions, home) -> None:
 def demo(days, fast, seed, home) -> None:
     """Generate a small data set, materialize the whole graph, print the leaderboard."""
     from foxhunt_pipeline.cli.runner import run_demo
+    from foxhunt_pipeline.config.home_profile import store_profile
 
     paths = _paths(home)
+    store_profile(paths.home, "fast" if fast else "demo")  # what `foxhunt ui` keeps using here
     # --fast: 8 UTC days hold ~6 trade dates, enough for the train / validation / test split
     # and the fast profile's 2 walk-forward folds (5 days held 4 and failed the split)
     ok = run_demo(paths, days=days or (8 if fast else 12), fast=fast, seed=seed, echo=click.echo)
@@ -128,13 +151,18 @@ def demo(days, fast, seed, home) -> None:
 @main.command()
 @click.option("--port", type=int, default=3000, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--mlflow-port", type=int, default=None, help="MLflow UI port (default: --port + 1); not started "
+              "when $MLFLOW_TRACKING_URI names a tracking server.")
+@profile_option
 @home_option
-def ui(port, host, home) -> None:
-    """Start the Dagster UI (webserver + daemon) on the persistent instance."""
+def ui(port, host, mlflow_port, profile, home) -> None:
+    """Start the Dagster UI (webserver + daemon) on the persistent instance, and the MLflow UI
+    on the home's tracking store next to it."""
     from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.cli.runner import recover
 
     paths = _paths(home)
+    _profile(profile, paths)
     instance = get_instance(paths)  # also writes DAGSTER_HOME
     recover(instance, paths, click.echo)
     instance.dispose()
@@ -142,9 +170,25 @@ def ui(port, host, home) -> None:
     # an editable checkout has workspace.yaml; an installed package loads the module directly
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "foxhunt_pipeline.definitions", "-a", "defs"]
     cmd = [sys.executable, "-m", "dagster", "dev", *target, "-h", host, "-p", str(port)]
+    procs = []
+    server = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if server.startswith(("http://", "https://")):
+        click.echo(f"MLflow: {server} (MLFLOW_TRACKING_URI)")
+    else:
+        from resources.mlflow_tracking import rebase_local_store
+
+        rebase_local_store(paths)
+        mlflow_port = mlflow_port or port + 1
+        ui_url = f"http://{host}:{mlflow_port}"
+        os.environ["FOXHUNT_MLFLOW_UI_URL"] = ui_url  # the links in asset metadata point here
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", paths.mlflow_tracking_uri,
+             "--host", host, "--port", str(mlflow_port), "--workers", "1"],
+            start_new_session=True, cwd=paths.home))
+        click.echo(f"MLflow UI on {ui_url}  (store {paths.mlflow_tracking_uri})")
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={paths.dagster_home})")
-    click.echo(f"MLflow UI: mlflow ui --backend-store-uri {paths.mlflow_tracking_uri}")
     proc = subprocess.Popen(cmd, start_new_session=True, cwd=workspace.parent if workspace.exists() else None)
+    procs.insert(0, proc)
 
     def _terminate(signum, frame):  # dagster dev ignores SIGTERM: turn ours into a clean stop
         raise KeyboardInterrupt
@@ -155,13 +199,19 @@ def ui(port, host, home) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            deadline = time.time() + 20
-            while proc.poll() is None and time.time() < deadline:
-                time.sleep(0.2)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+        for p in procs:
+            _stop_group(p)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGINT)
+    deadline = time.time() + 20
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @main.command()
@@ -203,26 +253,100 @@ def download(dataset, symbols, schema, start, end, stype_in, home) -> None:
 
 
 @main.command()
-@click.argument("artifact", type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.argument("model")
 @click.option("--features", "features_path", type=click.Path(exists=True, path_type=Path), default=None,
               help="Features parquet (default: $FOXHUNT_HOME/warehouse/features/data.parquet).")
 @click.option("--root", default=None)
 @click.option("--start", default=None, help="ISO datetime (UTC), inclusive.")
-@click.option("--end", default=None, help="ISO datetime (UTC), exclusive.")
+@click.option("--end", default=None, help="ISO datetime (UTC), inclusive.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write parquet here.")
 @home_option
-def predict(artifact, features_path, root, start, end, out, home) -> None:
-    """Load an exported model artifact and predict quantiles on a slice of features."""
-    from foxhunt_pipeline.serving.predict import predict_from_parquet
+def predict(model, features_path, root, start, end, out, home) -> None:
+    """Predict with MODEL on a slice of features: quantiles (TFT, Mamba-2) or actions (DQN,
+    PPO). MODEL is an exported artifact or policy directory, or a registered MLflow model
+    (``models:/foxhunt-tft@champion``, ``models:/foxhunt-dqn/3``, ``runs:/<id>/model``)."""
+    from foxhunt_pipeline.serving.predict import PredictInputError
 
     paths = _paths(home)
     features_path = features_path or paths.table_dir("features") / "data.parquet"
-    df = predict_from_parquet(artifact, features_path, root=root, start=start, end=end)
+    try:
+        with _local_model(model, paths) as artifact:
+            df = _predict(artifact, features_path, root=root, start=start, end=end)
+    except (PredictInputError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
     if out:
         df.write_parquet(out)
         click.echo(f"wrote {df.height} predictions to {out}")
     else:
         click.echo(df)
+
+
+@contextlib.contextmanager
+def _local_model(model: str, paths: FoxhuntPaths) -> Iterator[Path]:
+    """A local artifact directory for MODEL: the path itself, or the project artifact inside
+    a registered MLflow model (resolved against $MLFLOW_TRACKING_URI or the home's store,
+    downloaded to a temporary directory; no process-wide MLflow setting is changed)."""
+    if "://" not in model and ":/" not in model:
+        path = Path(model).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such artifact (or use models:/<name>@<alias>)")
+        yield path
+        return
+    import mlflow
+
+    from resources.mlflow_tracking import rebase_local_store
+
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        rebase_local_store(paths)  # a moved or copied home reads its own artifacts
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or paths.mlflow_tracking_uri
+    registry = os.environ.get("MLFLOW_REGISTRY_URI") or uri
+    with tempfile.TemporaryDirectory(prefix="foxhunt-predict-") as tmp:
+        try:
+            source = _model_source(mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=registry), model)
+            local = mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=tmp, tracking_uri=uri)
+        except mlflow.exceptions.MlflowException as e:
+            raise click.ClickException(f"{model}: {e.message} (tracking store {uri})") from e
+        yield mlflow.pyfunc.load_model(local).unwrap_python_model().model.path
+
+
+def _model_source(client, model: str) -> str:
+    """``models:/<name>@<alias>`` / ``models:/<name>/<version|latest>`` -> the version's
+    artifact location, with an explicit client (MLflow's own resolution would use the
+    process-wide registry URI); other URIs are returned as they are."""
+    if not model.startswith("models:/"):
+        return model
+    rest = model.removeprefix("models:/")
+    if "@" in rest:
+        name, alias = rest.split("@", 1)
+        version = client.get_model_version_by_alias(name, alias).version
+    else:
+        name, _, version = rest.rpartition("/")
+        if version == "latest":
+            versions = client.search_model_versions(f"name='{name}'")
+            if not versions:
+                raise click.ClickException(f"{model}: no versions of {name}")
+            version = max(versions, key=lambda v: int(v.version)).version
+    return client.get_model_version_download_uri(name, version)
+
+
+def _predict(artifact: Path, features_path: Path, *, root, start, end):
+    import polars as pl
+
+    from foxhunt_pipeline.serving.loaded import LoadedModel
+    from foxhunt_pipeline.serving.predict import _as_utc, predict_from_parquet
+
+    loaded = LoadedModel.load(artifact)
+    if loaded.kind == "forecaster":
+        return predict_from_parquet(artifact, features_path, root=root, start=start, end=end)
+    lf = pl.scan_parquet(features_path)
+    if root:
+        lf = lf.filter(pl.col("root") == root)
+    out = loaded.predict(lf.select(loaded.input_columns).collect())
+    if start:
+        out = out.filter(pl.col("ts_event") >= _as_utc(start))
+    if end:
+        out = out.filter(pl.col("ts_event") <= _as_utc(end))
+    return out
 
 
 @main.command()

@@ -16,7 +16,7 @@ DAGSTER_YAML = """\
 # Written by foxhunt-pipeline; edit freely, it is only created when missing.
 storage:
   sqlite:
-    base_dir: {base}
+    base_dir: {{env: DAGSTER_HOME}}  # not a path: a moved or copied home keeps working
 concurrency:
   runs:
     max_concurrent_runs: {max_runs}
@@ -43,10 +43,25 @@ def ensure_dagster_home(paths: FoxhuntPaths, max_concurrent_runs: int | None = N
     cfg = home / "dagster.yaml"
     if not cfg.exists():
         max_runs = max_concurrent_runs or max(2, os.cpu_count() or 2)
-        cfg.write_text(DAGSTER_YAML.format(base=home, max_runs=max_runs, gpu_limit=GPU_POOL_LIMIT))
+        cfg.write_text(DAGSTER_YAML.format(max_runs=max_runs, gpu_limit=GPU_POOL_LIMIT))
+    else:
+        _unpin_base_dir(cfg)
     os.environ["DAGSTER_HOME"] = str(home)
     os.environ.setdefault("FOXHUNT_HOME", str(paths.home))
     return home
+
+
+def _unpin_base_dir(cfg: Path) -> None:
+    """A yaml from before homes could move names its storage by absolute path: point it at
+    ``DAGSTER_HOME`` instead (only that line changes), so runs never land in the old home."""
+    import re
+
+    text = cfg.read_text()
+    fixed = re.sub(r"(?m)^(\s*base_dir:\s*)(/\S*)\s*$", r"\1{env: DAGSTER_HOME}", text)
+    if fixed != text:
+        from models.atomic import atomic_write
+
+        atomic_write(cfg, lambda p: p.write_text(fixed))
 
 
 def get_instance(paths: FoxhuntPaths | None = None):

@@ -89,7 +89,7 @@ def materialize_selection(
             res = job.execute_in_process(
                 run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
                 raise_on_error=False,
-                tags={"foxhunt/started_by": "cli", **owner_tags()},
+                tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
     rest = [k for k in keys if k != raw_key]
@@ -98,7 +98,7 @@ def materialize_selection(
         t0 = time.perf_counter()
         res = job.execute_in_process(
             run_config=CLI_LOGGERS, instance=instance, asset_selection=ordered, raise_on_error=False,
-            tags={"foxhunt/started_by": "cli", **owner_tags()},
+            tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok

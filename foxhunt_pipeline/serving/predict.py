@@ -66,10 +66,43 @@ def predict_from_parquet(
         roots = [root] if isinstance(root, str) else list(root)
         lf = lf.filter(pl.col("root").is_in(roots))
     df = lf.select(*KEY_COLUMNS, *_input_columns(meta)).sort("root", "ts_event").collect()
+    return predict_frame(fn, meta, df, start=start, end=end, future_known=future_known, batch_size=batch_size)
+
+
+def predict_frame(
+    fn: Any,
+    meta: dict[str, Any],
+    df: pl.DataFrame,
+    *,
+    start: datetime | str | None = None,
+    end: datetime | str | None = None,
+    future_known: Literal["require", "hold_last"] = "require",
+    batch_size: int = 1024,
+    source: str = "input frame",
+) -> pl.DataFrame:
+    """Forecasts of a loaded forecaster artifact ``(fn, meta)`` for a frame of features rows
+    (any row order; one or more roots); what ``predict_from_parquet`` and the MLflow pyfunc
+    wrapper share, so both give the same numbers."""
+    _check_columns(df.schema, meta, source)
+    df = conform_keys(df).select(*KEY_COLUMNS, *_input_columns(meta)).sort("root", "ts_event")
     windows = build_windows(df, meta, start=start, end=end, future_known=future_known)
     pred = _run(fn, meta, windows["inputs"], batch_size)
     pred = pred.astype(np.float64) * float(meta["target_scale"])
     return _frame(df, windows, pred, meta)
+
+
+def conform_keys(df: pl.DataFrame) -> pl.DataFrame:
+    """Key columns as the features table types them: a naive ``ts_event`` (JSON, pandas
+    without a zone) is read as UTC, ``contract_seq`` of any integer width as Int32."""
+    ts = df.schema["ts_event"]
+    ts_expr = pl.col("ts_event")
+    if isinstance(ts, pl.Datetime):
+        ts_expr = ts_expr.dt.replace_time_zone("UTC") if ts.time_zone is None else ts_expr.dt.convert_time_zone("UTC")
+        ts_expr = ts_expr.dt.cast_time_unit("ns")
+    else:
+        ts_expr = ts_expr.str.to_datetime(time_zone="UTC", time_unit="ns") if ts == pl.String else ts_expr
+    return df.with_columns(ts_expr.alias("ts_event"), pl.col("contract_seq").cast(pl.Int32),
+                           pl.col("root").cast(pl.String))
 
 
 def check_features_match(columns: Sequence[str], meta: dict[str, Any], source: Path | str = "features") -> None:
@@ -177,7 +210,7 @@ def _input_columns(meta: dict[str, Any]) -> list[str]:
     return [*meta["observed_names"], *meta["known_names"], *meta["static_names"]]
 
 
-def _check_columns(schema: Any, meta: dict[str, Any], path: Path) -> None:
+def _check_columns(schema: Any, meta: dict[str, Any], path: Path | str) -> None:
     missing = [c for c in (*KEY_COLUMNS, *_input_columns(meta)) if c not in schema]
     if missing:
         shown = ", ".join(missing[:20]) + (f" ... ({len(missing)} in all)" if len(missing) > 20 else "")
@@ -258,7 +291,9 @@ __all__ = [
     "PredictInputError",
     "build_windows",
     "check_features_match",
+    "conform_keys",
     "normalise_observed",
+    "predict_frame",
     "predict_from_parquet",
     "quantile_column",
 ]

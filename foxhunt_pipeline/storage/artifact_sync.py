@@ -104,4 +104,7 @@ def fetch_current_version(root: UPath, name: str, cache: Path) -> Path:
     if not pointer.is_file():
         raise FileNotFoundError(f"no {name} at {root / name} (no current.json)")
     record = read_json(pointer)
-    return get_tree(UPath(record["url"]), Path(cache) / name / record["version"])
+    # the version's place follows from root, name and id; a local root is named from where it
+    # is now, so a moved or copied home never reads (or caches from) its old place
+    src = root / name / "versions" / record["version"] if is_local(root) else UPath(record["url"])
+    return get_tree(src, Path(cache) / name / record["version"])

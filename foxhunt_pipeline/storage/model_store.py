@@ -56,7 +56,27 @@ def current(checkpoints: Root, family: str) -> dict[str, Any]:
         raise FileNotFoundError(
             f"no trained {family} model under {path.parent}: materialize the {family} training asset first"
         )
-    return sync.read_json(path)
+    return _rebased(sync.read_json(path), checkpoints, family)
+
+
+def _rebased(pointer: dict[str, Any], checkpoints: Root, family: str) -> dict[str, Any]:
+    """Local paths recorded under another checkpoints root (the home was moved or copied)
+    named under this root instead, when the run is there: reads and the outputs written
+    beside a run then stay in this home."""
+    root = sync.local_path(checkpoints)
+    if root is None:
+        return pointer
+    out = dict(pointer)
+    for key in ("checkpoint", "run_dir"):
+        value = out.get(key)
+        local = sync.local_path(value) if isinstance(value, str) else None
+        if local is None or not local.is_absolute() or local.is_relative_to(root):
+            continue
+        parts = local.parts
+        idx = max((i for i, p in enumerate(parts) if p == family), default=None)
+        if idx is not None and (root.joinpath(*parts[idx:])).exists():
+            out[key] = str(root.joinpath(*parts[idx:]))
+    return out
 
 
 def local_run_dir(pointer: dict[str, Any], cache: Path) -> Path:

@@ -190,6 +190,13 @@ def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: boo
     con = duckdb.connect(os.fspath(duckdb_path), read_only=read_only)
     if not is_local(root):
         con.register_filesystem(root.fs)
+        return con
+    # the stored views name absolute paths; temp views (searched first, nothing written)
+    # name this warehouse, so a moved or copied home never reads its old place
+    from foxhunt_pipeline.storage.warehouse import view_sources, view_sql
+
+    for table, source in view_sources(root.path).items():
+        con.execute(view_sql(table, source, temp=True)).fetchall()
     return con
 
 

@@ -130,13 +130,23 @@ def refresh_duckdb_views(
     gets no view (and a stale view of it is dropped), so a query never hits a
     missing-file error.
     """
+    return write_duckdb_views(duckdb_path, view_sources(warehouse), rolls)
+
+
+def view_sources(warehouse: Path | str) -> dict[str, str]:
+    """The parquet glob or file of each view table that exists under ``warehouse`` now."""
     sources: dict[str, str] = {}
     if _raw_bars_files(warehouse):
         sources[RAW_BARS] = _raw_bars_glob(warehouse)
     for t in VIEW_TABLES[1:]:
         if table_path(warehouse, t).is_file():
             sources[t] = str(table_path(warehouse, t))
-    return write_duckdb_views(duckdb_path, sources, rolls)
+    return sources
+
+
+def view_sql(table: str, source: str, *, temp: bool = False) -> str:
+    return (f"CREATE OR REPLACE {'TEMP ' if temp else ''}VIEW {table} AS SELECT * FROM read_parquet("
+            f"{_sql_str(source)}, hive_partitioning=false, union_by_name=true)")
 
 
 def write_duckdb_views(
@@ -150,10 +160,7 @@ def write_duckdb_views(
             con.register_filesystem(filesystem)
         for t in (*VIEW_TABLES, *(t for t in PART_TABLES if t in sources)):
             if t in sources:
-                con.execute(
-                    f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM read_parquet("
-                    f"{_sql_str(sources[t])}, hive_partitioning=false, union_by_name=true)"
-                ).fetchall()
+                con.execute(view_sql(t, sources[t])).fetchall()
             else:
                 con.execute(f"DROP VIEW IF EXISTS {t}").fetchall()
         if rolls is not None:

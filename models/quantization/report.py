@@ -107,6 +107,10 @@ def quantize_forecaster(
                    tolerance, export_formats)
 
 
+AGENT_SERVING_KEYS = ("observed_names", "known_names", "static_names", "normalization", "roots",
+                      "bar_seconds", "lookback", "horizon", "dataset_config")
+
+
 def quantize_agent(
     policy: nn.Module,
     data: TrainingData,
@@ -181,7 +185,9 @@ def quantize_agent(
         rows.append(row)
 
     def meta(precision: str) -> dict[str, Any]:
-        return {"model": model_name, "precision": precision, "kind": "agent",
+        # names and train-only stats too, so the artifact reads the features table by itself
+        serving = {k: data.meta[k] for k in AGENT_SERVING_KEYS if k in data.meta}
+        return {**serving, "model": model_name, "precision": precision, "kind": "agent",
                 "policy_config": getattr(policy, "config", lambda: {})(),
                 "feature_hash": data.meta.get("feature_hash"), "action_positions": [-1, 0, 1]}
 

@@ -5,6 +5,8 @@ MLflow version that evaluation can load."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -45,9 +47,29 @@ def test_tft_model_trains_publishes_and_registers(foxhunt_home, nproc):
     assert model.config.hidden == 8
     versions = MLflowResource(home=str(paths.home)).client().search_model_versions("name='foxhunt-tft'")
     assert [v.tags.get("precision") for v in versions] == ["fp32"]
+    # registered as an MLflow pyfunc model around the exported artifact, with a model card
+    assert meta["model_uri"].value == f"models:/foxhunt-tft/{versions[0].version}"
+    assert "lookback / horizon" in versions[0].description and "best_val_loss" in versions[0].description
+    run_artifacts = MLflowResource(home=str(paths.home)).client().get_run(meta["mlflow_run_id"].value).info.artifact_uri
+    model_dir = Path(run_artifacts.removeprefix("file://")) / "model"
+    assert (model_dir / "MLmodel").exists() and list(model_dir.glob("artifacts/*/meta.json"))
+    # the loss curve is an image on the asset page, not a path
+    assert meta["loss_curve"].value.startswith("![tft loss curve](data:image/png;base64,")
+    # interpretability: plots inline on the asset page and logged to the MLflow run
+    assert "data:image/png;base64," in meta["variable_importance"].value
+    assert "data:image/png;base64," in meta["attention"].value
+    logged = [f.path for f in MLflowResource(home=str(paths.home)).client().list_artifacts(
+        meta["mlflow_run_id"].value, "interpretability")]
+    assert any("importance" in p and p.endswith(".png") for p in logged)
+    assert any("attention" in p for p in logged) and any(p.endswith(".csv") for p in logged)
+    assert meta["profile"].value == os.environ["FOXHUNT_PROFILE"] == "fast"  # set by conftest
 
 
-def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home):
+def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home, monkeypatch):
+    monkeypatch.delenv("FOXHUNT_MLFLOW_UI_URL", raising=False)
     local = MLflowResource(home=str(foxhunt_home))
     url = local.run_url("abc123")
     assert url.startswith("http://127.0.0.1:5000/#/experiments/") and url.endswith("/runs/abc123")
+    # `foxhunt ui` starts the MLflow UI next to Dagster and tells the code location where
+    monkeypatch.setenv("FOXHUNT_MLFLOW_UI_URL", "http://127.0.0.1:3001")
+    assert local.run_url("abc123").startswith("http://127.0.0.1:3001/#/experiments/")

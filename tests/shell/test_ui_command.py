@@ -28,11 +28,19 @@ def _dagster_children(home: str) -> list[str]:
     return [line for line in out.splitlines() if "dagster" in line and home in line]
 
 
+def _mlflow_children(home: str) -> list[str]:
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "mlflow" in line and home in line]
+
+
 def test_ui_serves_on_loopback_and_stops_its_process_group_on_sigterm(tmp_path):
     home = str(tmp_path / "home")
     port = _free_port()
     env = dict(os.environ, FOXHUNT_HOME=home)
-    proc = subprocess.Popen([sys.executable, "-m", "foxhunt_pipeline.cli.commands", "ui", "--port", str(port)],
+    mlflow_port = _free_port()
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.Popen([sys.executable, "-m", "foxhunt_pipeline.cli.commands", "ui", "--port", str(port),
+                             "--mlflow-port", str(mlflow_port)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 180
@@ -45,12 +53,25 @@ def test_ui_serves_on_loopback_and_stops_its_process_group_on_sigterm(tmp_path):
                 assert proc.poll() is None and time.time() < deadline, proc.stdout.read().decode()[-2000:]
                 time.sleep(1)
         assert _dagster_children(home), "the daemon and webserver run with this FOXHUNT_HOME"
+        # the MLflow UI runs next to it, on the home's store, where the metadata links point
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{mlflow_port}/health", timeout=5) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline + 120, proc.stdout.read().decode()[-2000:]
+                time.sleep(1)
+        assert _mlflow_children(home)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         deadline = time.time() + 30
         while _dagster_children(home) and time.time() < deadline:
             time.sleep(1)
         assert not _dagster_children(home)
+        while _mlflow_children(home) and time.time() < deadline:
+            time.sleep(1)
+        assert not _mlflow_children(home), "the MLflow UI stops with foxhunt ui"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,0 +1,51 @@
+"""dqn_agent as an asset on a dataset built from a features table: it registers a pyfunc
+model that acts on the table's rows, and shows how it behaves (action shares, position by
+hour) as an image on the asset page."""
+
+from __future__ import annotations
+
+import dagster as dg
+import mlflow
+import polars as pl
+import pytest
+
+from assets.agents import dqn_agent
+from foxhunt_pipeline.config.paths import FoxhuntPaths
+from foxhunt_pipeline.serving.loaded import LoadedModel
+from resources.mlflow_tracking import MLflowResource
+from resources.storage import FoxhuntStorage
+from resources.torch_device import TorchDevice
+from tests.resources.pyfunc_fixtures import features_and_data, one_root
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home, monkeypatch):
+    paths = FoxhuntPaths.from_env().ensure()
+    features, data = features_and_data()
+    data.save(paths.warehouse / "training_dataset")
+    table = paths.table_dir("features")
+    table.mkdir(parents=True, exist_ok=True)
+    features.write_parquet(table / "data.parquet")
+    home = str(paths.home)
+    res = dg.materialize(
+        [dqn_agent],
+        resources={"storage": FoxhuntStorage(home=home), "mlflow": MLflowResource(home=home),
+                   "torch_device": TorchDevice(prefer="cpu", threads=1)},
+        run_config={"ops": {"dqn_agent": {"config": {"total_timesteps": 300, "learning_starts": 50,
+                                                      "net_arch": [8], "eval_freq": 150}}}},
+    )
+    assert res.success
+    meta = res.asset_materializations_for_node("dqn_agent")[0].metadata
+    assert meta["behaviour"].value.startswith("![dqn actions and mean position by hour](data:image/png;base64,")
+    assert sum(meta["action_shares"].value.values()) == pytest.approx(1.0, abs=1e-3)
+    assert meta["profile"].value == "fast"
+    uri = meta["model_uri"].value
+    assert uri == "models:/foxhunt-dqn/1"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", MLflowResource(home=home).resolved_uri())
+    got = pl.from_pandas(mlflow.pyfunc.load_model(uri).predict(one_root(features).to_pandas()))
+    want = LoadedModel.load(meta["policy"].value.rsplit("/", 1)[0]).predict(one_root(features))
+    assert got.height == want.height > 0
+    assert got["action"].to_list() == want["action"].to_list()
+    version = MLflowResource(home=home).client().get_model_version("foxhunt-dqn", "1")
+    assert "final_val_mean_reward" in version.description and version.tags["profile"] == "fast"

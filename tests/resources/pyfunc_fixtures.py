@@ -1,0 +1,74 @@
+"""Four tiny models (TFT, Mamba-2, DQN- and PPO-shaped policies) on a features table in the
+real format, each as the artifact the training assets register."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+
+from assets.registration import SERVING_FORMATS
+from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
+from foxhunt_pipeline.serving.actions import SERVING_META_FILE, serving_meta
+from models.agents.policy import PolicyNet, save_policy_net
+from models.export import export_artifact, forecaster_metadata
+from models.registry import build_model
+from tests.serving.test_predict import _features
+
+LOOKBACK, HORIZON = 12, 3
+FORECASTER_PARAMS = {
+    "tft": {"hidden": 8, "heads": 2, "lstm_layers": 1, "dropout": 0.0, "var_width": 2},
+    "mamba2": {"hidden": 8, "n_layers": 1, "d_state": 8, "chunk_size": 8, "dropout": 0.0},
+}
+
+
+def features_and_data():
+    features = _features()
+    data = build_training_dataset(features, DatasetConfig(lookback=LOOKBACK, horizon=HORIZON,
+                                                          fractions=(0.6, 0.2, 0.2)))
+    return features, data
+
+
+def forecaster(family: str, data) -> torch.nn.Module:
+    torch.manual_seed(1)
+    config = {"n_static": len(data.static_names), "n_observed": len(data.observed_names),
+              "n_known": len(data.known_names), "lookback": data.lookback, "horizon": data.horizon,
+              "quantiles": list(data.meta["quantiles"]), **FORECASTER_PARAMS[family]}
+    return build_model(family, config).eval()
+
+
+def forecaster_artifact(family: str, data, out: Path) -> Path:
+    model = forecaster(family, data)
+    b = data.window_dataset("validation").batch(np.arange(2))
+    return export_artifact(model, (b["static"], b["observed"], b["known"]), out,
+                           metadata=forecaster_metadata(data.meta, model=family, precision="fp32"),
+                           formats=SERVING_FORMATS)
+
+
+def agent_dir(algo: str, data, out: Path) -> Path:
+    torch.manual_seed(2 if algo == "dqn" else 3)
+    channels = len(data.observed_names) + len(data.known_names)
+    env = {"lookback": LOOKBACK, "include_known": True, "obs_clip": 10.0, "session_gap_factor": 1.5}
+    net = PolicyNet({"lookback": LOOKBACK, "n_channels": channels, "kind": "mlp", "hidden": 8}, [8], "relu",
+                    algo=algo, meta={"env": env, "feature_hash": data.meta["feature_hash"]})
+    with torch.no_grad():  # a bias towards changing position, so all three actions occur
+        net.head[-1].weight.mul_(20.0)
+    save_policy_net(net, out)
+    (out / SERVING_META_FILE).write_text(json.dumps(serving_meta(data.meta)))
+    return out
+
+
+def all_artifacts(data, root: Path) -> dict[str, Path]:
+    return {
+        "tft": forecaster_artifact("tft", data, root / "tft"),
+        "mamba2": forecaster_artifact("mamba2", data, root / "mamba2"),
+        "dqn": agent_dir("dqn", data, root / "dqn"),
+        "ppo": agent_dir("ppo", data, root / "ppo"),
+    }
+
+
+def one_root(features: pl.DataFrame, root: str = "ES") -> pl.DataFrame:
+    return features.filter(pl.col("root") == root)
