@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets.common import code_version_of
 from assets.training import TRAINING_KW, load_dataset, new_run_dir, profile_default, publish_run
+from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -25,6 +26,7 @@ class AgentTrainingConfig(dg.Config):
     cost_multiplier: float = 1.0
     # "subproc": each of n_envs env copies in its own process (parallel rollouts on a big box)
     vec_env: str = "dummy"
+    use_tuned: bool = True  # the newest study's best params (FAMILY_tuning) for fields not set here
 
 
 class DQNTrainingConfig(AgentTrainingConfig):
@@ -55,7 +57,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
 
     data = load_dataset(storage)
     choice = torch_device.choose()
-    fields = config.model_dump()
+    config, source = with_tuned_params(family, config, storage)
+    fields = config.model_dump(exclude={"use_tuned"})
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls, train = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else (agents.PPOConfig, agents.train_ppo)
     eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
@@ -64,6 +67,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     run_dir = new_run_dir(storage, family, context.run.run_id)
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
+        run.set_tags({"hyperparameters_from": source})
 
         def on_eval(point: dict) -> None:
             run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
@@ -89,6 +93,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "timesteps": dg.MetadataValue.int(int(agent_cfg.total_timesteps)),
             "training_seconds": round(float(result.train_seconds), 2),
             "device": choice.name,
+            "hyperparameters_from": source,
             "mlflow_run_id": run_id,
             "registered_model": f"{registered} v{version}",
             "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),

@@ -8,6 +8,7 @@ import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.features import training_dataset
+from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config import deploy_profile, profiles
 from foxhunt_pipeline.storage import dataset_store, model_store
 from resources.mlflow_tracking import MLflowResource
@@ -37,6 +38,7 @@ class TFTTrainingConfig(dg.Config):
     lstm_layers: int = profile_default("tft_model", "lstm_layers", 2)
     var_width: int = profile_default("tft_model", "var_width", 4)
     nproc_per_node: int = 1  # > 1: torch DDP under torchrun, launched through Dagster Pipes
+    use_tuned: bool = True  # the newest tft_tuning study's best params for fields not set here
 
 
 class Mamba2TrainingConfig(dg.Config):
@@ -54,6 +56,7 @@ class Mamba2TrainingConfig(dg.Config):
     d_state: int = 32
     chunk_size: int = 32
     nproc_per_node: int = 1
+    use_tuned: bool = True  # the newest mamba2_tuning study's best params for fields not set here
 
 
 ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig
@@ -108,6 +111,7 @@ def train_forecaster_asset(
     mlflow: MLflowResource,
     torch_device: TorchDevice,
     pipes_subprocess_client: dg.PipesSubprocessClient | None = None,
+    hyperparameters_from: str = "Config",
 ) -> dg.MaterializeResult:
     """Shared by tft_model and mamba2_model: build, train with MLflow logging, checkpoint,
     register a model version, publish the pointer evaluation reads."""
@@ -134,6 +138,7 @@ def train_forecaster_asset(
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
+        run.set_tags({"hyperparameters_from": hyperparameters_from})
 
         def on_epoch_end(row: dict) -> None:
             run.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
@@ -178,6 +183,7 @@ def train_forecaster_asset(
             "training_seconds": round(float(result.training_seconds), 2),
             "samples_per_s": round(float(last.get("samples_per_s", 0.0)), 1),
             "device": choice.name,
+            "hyperparameters_from": hyperparameters_from,
             "mlflow_run_id": run_id,
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "mlflow_ui": f"mlflow ui --backend-store-uri {mlflow.resolved_uri()}",
@@ -264,10 +270,11 @@ def tft_model(
     context: dg.AssetExecutionContext, config: TFTTrainingConfig, storage: FoxhuntStorage,
     mlflow: MLflowResource, torch_device: TorchDevice, pipes_subprocess_client: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
+    config, source = with_tuned_params("tft", config, storage)
     params = {"hidden": config.hidden, "heads": config.heads, "lstm_layers": config.lstm_layers,
               "dropout": config.dropout, "var_width": config.var_width}
     return train_forecaster_asset(context, "tft", params, config, storage, mlflow, torch_device,
-                                  pipes_subprocess_client)
+                                  pipes_subprocess_client, hyperparameters_from=source)
 
 
 @dg.asset(
@@ -281,7 +288,8 @@ def mamba2_model(
     context: dg.AssetExecutionContext, config: Mamba2TrainingConfig, storage: FoxhuntStorage,
     mlflow: MLflowResource, torch_device: TorchDevice, pipes_subprocess_client: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
+    config, source = with_tuned_params("mamba2", config, storage)
     params = {"hidden": config.hidden, "n_layers": config.n_layers, "d_state": config.d_state,
               "chunk_size": config.chunk_size, "dropout": config.dropout}
     return train_forecaster_asset(context, "mamba2", params, config, storage, mlflow, torch_device,
-                                  pipes_subprocess_client)
+                                  pipes_subprocess_client, hyperparameters_from=source)

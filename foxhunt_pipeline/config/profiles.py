@@ -19,6 +19,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "dqn_agent": {"total_timesteps": 20_000},
         "ppo_agent": {"total_timesteps": 20_000},
         "evaluation": {"latency_calls": 200, "bootstrap": 500},
+        "tuning": {"n_trials": 8, "timeout_s": 600, "epochs": 2, "max_batches_per_epoch": 30,
+                   "total_timesteps": 5_000},
     },
     "fast": {
         "tft_model": {"epochs": 2, "max_batches_per_epoch": 15, "hidden": 16, "batch_size": 64,
@@ -28,6 +30,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "dqn_agent": {"total_timesteps": 2_000},
         "ppo_agent": {"total_timesteps": 2_048},
         "evaluation": {"latency_calls": 30, "bootstrap": 100},
+        "tuning": {"n_trials": 5, "timeout_s": 300, "epochs": 1, "max_batches_per_epoch": 5,
+                   "total_timesteps": 1_000},
     },
 }
 
