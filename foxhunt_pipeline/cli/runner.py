@@ -13,6 +13,8 @@ from foxhunt_pipeline.config.profiles import PROFILE_ENV
 from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
 
 Echo = Callable[[str], None]
+#: groups that run only when named: a study is a deliberate (long) run, not part of "all"
+NOT_BY_DEFAULT = ("tuning",)
 
 
 def parse_selection(selection: list[str]):
@@ -23,6 +25,15 @@ def parse_selection(selection: list[str]):
         part = dg.AssetSelection.all() if s in ("*", "all") else dg.AssetSelection.from_string(s)
         sel = part if sel is None else sel | part
     return sel
+
+
+def selected_keys(graph, selection: list[str], exclude_groups: tuple[str, ...] = ()) -> set:
+    import dagster as dg
+
+    sel = parse_selection(selection)
+    if exclude_groups:
+        sel = sel - dg.AssetSelection.groups(*exclude_groups)
+    return sel.resolve(graph)
 
 
 def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
@@ -42,9 +53,12 @@ def materialize_selection(
     profile: str = "default",
     all_partitions: bool = False,
     echo: Echo = print,
+    exclude_groups: tuple[str, ...] = (),
+    run_config: dict | None = None,
 ) -> bool:
     """Ingests each selected landed file in its own run (one partition each), then the rest of
-    the selection in one run. Returns False if any step or blocking check failed."""
+    the selection in one run (with ``run_config``). Returns False if any step or blocking
+    check failed."""
     import dagster as dg
 
     os.environ[PROFILE_ENV] = profile  # read when the code location loads
@@ -56,8 +70,7 @@ def materialize_selection(
     if new:
         echo(f"registered {len(new)} new landed file(s)")
     graph = defs.resolve_asset_graph()
-    sel = parse_selection(selection)
-    keys = sel.resolve(graph)
+    keys = selected_keys(graph, selection, exclude_groups)
     raw_key = dg.AssetKey("raw_bars")
     job = defs.resolve_implicit_global_asset_job_def()
     ok = True
@@ -77,7 +90,7 @@ def materialize_selection(
         t0 = time.perf_counter()
         res = job.execute_in_process(
             instance=instance, asset_selection=ordered, raise_on_error=False,
-            tags={"foxhunt/started_by": "cli"},
+            tags={"foxhunt/started_by": "cli"}, run_config=run_config,
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok
@@ -134,7 +147,10 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
         echo(f"generated {len(written)} DBN files in {landing}")
     else:
         echo(f"using the files already landed in {landing}")
-    ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo)
+    # no hyperparameter study: the demo trains with the profile's sizes (and a study's best
+    # params if one was run before); `foxhunt tune` runs studies on demand
+    ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo,
+                               exclude_groups=NOT_BY_DEFAULT)
     echo("")
     echo(leaderboard_text(paths))
     echo("")
