@@ -17,6 +17,7 @@ from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 EVALUATIONS_TABLE = "model_evaluations"
+FORECASTERS = ("tft", "mamba2", "ensemble")  # quantile models; the others are trading agents
 SUMMARY_METRICS = (
     "sharpe", "sharpe_ci_low", "sharpe_ci_high", "annual_log_return", "max_drawdown", "win_rate_trades",
     "n_trades", "exposure", "turnover_per_year", "directional_accuracy", "directional_accuracy_ci_low",
@@ -79,7 +80,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     out_dir = run_dir / "evaluation"
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
                   latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
-    if family in ("tft", "mamba2"):
+    if family in FORECASTERS:
         report = _evaluate_forecaster(family, pointer, data, config, kwargs)
     else:
         report = _evaluate_agent(family, pointer, data, kwargs)

@@ -7,6 +7,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import OWNERS, code_version_of
+from assets.ensemble import ensemble_evaluation
 from assets.evaluation import (
     EVALUATIONS_TABLE,
     dqn_evaluation,
@@ -85,7 +86,7 @@ def current_champions(mlflow: MLflowResource, evaluations: pl.DataFrame,
 
 
 @dg.asset(
-    deps=[tft_evaluation, mamba2_evaluation, dqn_evaluation, ppo_evaluation],
+    deps=[tft_evaluation, mamba2_evaluation, dqn_evaluation, ppo_evaluation, ensemble_evaluation],
     group_name="evaluation",
     kinds={"duckdb", "mlflow"},
     owners=OWNERS,

@@ -8,6 +8,7 @@ import dagster as dg
 
 from assets import (
     agents,
+    ensemble,
     evaluation,
     features,
     ingestion,
@@ -23,7 +24,7 @@ from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-ASSET_MODULES = [ingestion, features, training, agents, evaluation, leaderboard, quantization, tuning]
+ASSET_MODULES = [ingestion, features, training, agents, ensemble, evaluation, leaderboard, quantization, tuning]
 
 
 def build_resources() -> dict[str, object]:

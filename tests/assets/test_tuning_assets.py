@@ -32,7 +32,7 @@ def _resources(paths: FoxhuntPaths) -> dict:
 
 def test_tft_tuning_runs_a_study_and_tft_model_uses_its_best_params(foxhunt_home):
     paths = FoxhuntPaths.from_env().ensure()
-    synthetic_training_data({"train": 700, "validation": 200, "test": 200}).save(
+    synthetic_training_data({"train": 500, "validation": 150, "test": 100}).save(
         paths.warehouse / "training_dataset")
     res = dg.materialize([tft_tuning], resources=_resources(paths))  # fast profile defaults
     assert res.success
