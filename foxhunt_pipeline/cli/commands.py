@@ -61,13 +61,13 @@ def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
 @click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
 @home_option
 def materialize(selection, profile, all_partitions, home) -> None:
-    """Register new landed files and materialize SELECTION (Dagster selection syntax; default:
-    all but the tuning group, which runs when named, e.g. `tft_tuning` or `foxhunt tune`)."""
-    from foxhunt_pipeline.cli.runner import NOT_BY_DEFAULT, materialize_selection
+    """Register new landed files and materialize SELECTION (Dagster selection syntax; default
+    and `*`: all but the tuning group, which runs when named: `tft_tuning`, `foxhunt tune`)."""
+    from foxhunt_pipeline.cli.runner import materialize_selection
 
     paths = _paths(home)
     ok = materialize_selection(paths, list(selection) or ["*"], profile=profile, all_partitions=all_partitions,
-                               echo=click.echo, exclude_groups=() if selection else NOT_BY_DEFAULT)
+                               echo=click.echo)
     sys.exit(0 if ok else 1)
 
 

@@ -18,22 +18,16 @@ NOT_BY_DEFAULT = ("tuning",)
 
 
 def parse_selection(selection: list[str]):
+    """Dagster selection strings; ``*`` / ``all`` is every asset but the groups that run only
+    when named (``NOT_BY_DEFAULT``)."""
     import dagster as dg
 
+    everything = dg.AssetSelection.all() - dg.AssetSelection.groups(*NOT_BY_DEFAULT)
     sel = None
     for s in selection:
-        part = dg.AssetSelection.all() if s in ("*", "all") else dg.AssetSelection.from_string(s)
+        part = everything if s in ("*", "all") else dg.AssetSelection.from_string(s)
         sel = part if sel is None else sel | part
     return sel
-
-
-def selected_keys(graph, selection: list[str], exclude_groups: tuple[str, ...] = ()) -> set:
-    import dagster as dg
-
-    sel = parse_selection(selection)
-    if exclude_groups:
-        sel = sel - dg.AssetSelection.groups(*exclude_groups)
-    return sel.resolve(graph)
 
 
 def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
@@ -53,7 +47,6 @@ def materialize_selection(
     profile: str = "default",
     all_partitions: bool = False,
     echo: Echo = print,
-    exclude_groups: tuple[str, ...] = (),
     run_config: dict | None = None,
 ) -> bool:
     """Ingests each selected landed file in its own run (one partition each), then the rest of
@@ -70,7 +63,7 @@ def materialize_selection(
     if new:
         echo(f"registered {len(new)} new landed file(s)")
     graph = defs.resolve_asset_graph()
-    keys = selected_keys(graph, selection, exclude_groups)
+    keys = parse_selection(selection).resolve(graph)
     raw_key = dg.AssetKey("raw_bars")
     job = defs.resolve_implicit_global_asset_job_def()
     ok = True
@@ -149,8 +142,7 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
         echo(f"using the files already landed in {landing}")
     # no hyperparameter study: the demo trains with the profile's sizes (and a study's best
     # params if one was run before); `foxhunt tune` runs studies on demand
-    ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo,
-                               exclude_groups=NOT_BY_DEFAULT)
+    ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo)
     echo("")
     echo(leaderboard_text(paths))
     echo("")

@@ -112,23 +112,16 @@ def test_tune_materializes_the_family_study_with_the_trials_asked(foxhunt_home, 
     assert result.exit_code != 0 and "lstm" in result.output
 
 
-def test_materialize_without_a_selection_leaves_out_the_tuning_group(foxhunt_home, monkeypatch):
-    from foxhunt_pipeline.cli import runner
-
-    calls = []
-    monkeypatch.setattr(runner, "materialize_selection",
-                        lambda paths, selection, **kw: calls.append((selection, kw)) or True)
-    CliRunner().invoke(main, ["materialize"])
-    CliRunner().invoke(main, ["materialize", "tft_tuning"])
-    assert [kw["exclude_groups"] for _, kw in calls] == [("tuning",), ()]
-
-
-def test_the_default_selection_resolves_without_the_studies():
-    from foxhunt_pipeline.cli.runner import NOT_BY_DEFAULT, selected_keys
+def test_all_leaves_out_the_studies_and_a_named_study_is_selected():
+    from foxhunt_pipeline.cli.runner import parse_selection
     from foxhunt_pipeline.definitions import defs
 
     graph = defs.resolve_asset_graph()
-    names = {k.to_user_string() for k in selected_keys(graph, ["*"], NOT_BY_DEFAULT)}
-    assert "tft_model" in names and not {n for n in names if n.endswith("_tuning")}
-    assert {k.to_user_string() for k in selected_keys(graph, ["group:tuning"])} == {
-        "tft_tuning", "mamba2_tuning", "dqn_tuning", "ppo_tuning"}
+
+    def names(selection):
+        return {k.to_user_string() for k in parse_selection(selection).resolve(graph)}
+
+    everything = names(["*"])
+    assert "tft_model" in everything and not {n for n in everything if n.endswith("_tuning")}
+    assert names(["group:tuning"]) == {"tft_tuning", "mamba2_tuning", "dqn_tuning", "ppo_tuning"}
+    assert names(["tft_tuning", "*"]) == everything | {"tft_tuning"}
