@@ -1,13 +1,15 @@
 """The ensemble (``ensemble_model``, group ``training``): the current forecasters' quantiles
 combined with weights fitted on the validation split (rule in ``models.ensemble.weights``),
 registered as ``foxhunt-ensemble`` and published like any forecaster, so
-``ensemble_evaluation`` is the single models' evaluation and the leaderboard ranks it
-with them: it becomes champion only by beating them and every baseline."""
+``ensemble_evaluation`` and ``ensemble_quantized`` are the single models' evaluation and
+quantization, and the leaderboard ranks it with them: it becomes champion only by beating
+them and every baseline."""
 
 import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.evaluation import _evaluation_asset
+from assets.quantization import _quantized_asset
 from assets.training import (
     GPU_POOL,
     TRANSIENT_RETRY,
@@ -108,3 +110,4 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
 
 
 ensemble_evaluation = _evaluation_asset("ensemble", "ensemble_model")
+ensemble_quantized = _quantized_asset("ensemble")
