@@ -92,7 +92,9 @@ def tune(family, trials, timeout_s, study, profile, home) -> None:
     asset = f"{family}_tuning"
     ok = materialize_selection(paths, [asset], profile=profile, echo=click.echo,
                                run_config={"ops": {asset: {"config": config}}})
-    click.echo(f"studies: {paths.optuna_storage_url}")
+    from models.tuning.study import redact
+
+    click.echo(f"studies: {redact(paths.optuna_storage_url)}")
     sys.exit(0 if ok else 1)
 
 

@@ -103,8 +103,10 @@ def test_tune_materializes_the_family_study_with_the_trials_asked(foxhunt_home, 
     calls = []
     monkeypatch.setattr(runner, "materialize_selection",
                         lambda paths, selection, **kw: calls.append((selection, kw)) or True)
+    monkeypatch.setenv("FOXHUNT_OPTUNA_URL", "postgresql://optuna:s3cret@db/optuna")
     result = CliRunner().invoke(main, ["tune", "mamba2", "--trials", "3", "--study", "shared"])
     assert result.exit_code == 0, result.output
+    assert "db/optuna" in result.output and "s3cret" not in result.output
     (selection, kw), = calls
     assert selection == ["mamba2_tuning"]
     assert kw["run_config"] == {"ops": {"mamba2_tuning": {"config": {"n_trials": 3, "study_name": "shared"}}}}
