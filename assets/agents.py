@@ -10,6 +10,7 @@ from assets.common import code_version_of
 from assets.config_fields import delegated
 from assets.interpretability import agent_behaviour
 from assets.training import TRAINING_KW, load_dataset, new_run_dir, progress_note, publish_run
+from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models.agents.trading_env import EnvConfig
@@ -35,6 +36,8 @@ def _agent_fields(cls: type, section: str) -> type[dg.Config]:
                                            "Times the root's one-way cost per contract.")
         vec_env: str = delegated(cls, "vec_env", "dummy (in process) or subproc (one process "
                                  "per env copy: parallel rollouts on a big box).")
+        use_tuned: bool = Field(default=True, description="Take the newest study's best "
+                                "parameters (FAMILY_tuning) for the fields this config does not set.")
 
     return AgentFields
 
@@ -67,7 +70,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
 
     data = load_dataset(storage)
     choice = torch_device.choose()
-    fields = config.model_dump()
+    config, source = with_tuned_params(family, config, storage)
+    fields = config.model_dump(exclude={"use_tuned"})
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls, train = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else (agents.PPOConfig, agents.train_ppo)
     # a validation backtest (and a progress line) at least every 10% of the steps
@@ -78,6 +82,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     profile = current_settings().profile
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
+        run.set_tags({"hyperparameters_from": source})
 
         started = time.monotonic()
         total = int(agent_cfg.total_timesteps)
@@ -113,6 +118,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "timesteps": dg.MetadataValue.int(int(agent_cfg.total_timesteps)),
             "training_seconds": round(float(result.train_seconds), 2),
             "device": choice.name,
+            "hyperparameters_from": source,
             "mlflow_run_id": run_id,
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "registered_model": f"{registered} v{version}",

@@ -22,6 +22,7 @@ from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 EVALUATIONS_TABLE = "model_evaluations"
+FORECASTERS = ("tft", "mamba2", "ensemble")  # quantile models; the others are trading agents
 #: Float columns of model_evaluations (NULL where undefined); the full set is in metrics_json.
 SUMMARY_METRICS = (
     "n_bars", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "ci_level", "annual_log_return",
@@ -275,7 +276,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
                   latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
     # the production model (trained on all data up to its test split): plots and running cost
-    if family in ("tft", "mamba2"):
+    if family in FORECASTERS:
         report = _evaluate_forecaster(family, pointer, data, config, kwargs)
     else:
         report = _evaluate_agent(family, pointer, data, kwargs)

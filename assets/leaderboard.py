@@ -9,6 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import OWNERS, code_version_of
+from assets.ensemble import ensemble_evaluation
 from assets.evaluation import (
     EVALUATIONS_TABLE,
     dqn_evaluation,
@@ -107,7 +108,7 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
 
 
 @dg.asset(
-    deps=[tft_evaluation, mamba2_evaluation, dqn_evaluation, ppo_evaluation],
+    deps=[tft_evaluation, mamba2_evaluation, dqn_evaluation, ppo_evaluation, ensemble_evaluation],
     group_name="evaluation",
     kinds={"duckdb", "mlflow"},
     owners=OWNERS,

@@ -9,6 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
+from assets.evaluation import FORECASTERS
 from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
@@ -39,7 +40,7 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
         max_sharpe_drop=DEFAULT_TOLERANCE.max_sharpe_drop, max_slowdown=DEFAULT_TOLERANCE.max_slowdown,
         latency_budget_ms=DEFAULT_TOLERANCE.latency_budget_ms,
     )
-    if family in ("tft", "mamba2"):
+    if family in FORECASTERS:
         from models.training.checkpoint import load_checkpoint
 
         model, _ = load_checkpoint(pointer["checkpoint"])

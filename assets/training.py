@@ -12,6 +12,7 @@ from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.config_fields import delegated, sized
 from assets.features import training_dataset
 from assets.metadata_images import image_md
+from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import dataset_store, model_store
@@ -56,6 +57,8 @@ def _training_fields(section: str) -> type[dg.Config]:
         max_batches_per_epoch: int = sized(section, "max_batches_per_epoch", 0,
                                            "Cap on optimizer steps per epoch (0: all).")
         seed: int = delegated(TrainConfig, "seed", "Seed of batch order, dropout and weights.")
+        use_tuned: bool = Field(default=True, description="Take the newest study's best "
+                                "parameters (FAMILY_tuning) for the fields this config does not set.")
 
     return TrainingFields
 
@@ -135,6 +138,7 @@ def train_forecaster_asset(
     mlflow: MLflowResource,
     torch_device: TorchDevice,
     pipes_subprocess_client: dg.PipesSubprocessClient | None = None,
+    hyperparameters_from: str = "Config",
 ) -> dg.MaterializeResult:
     """Shared by tft_model and mamba2_model: build, train with MLflow logging, checkpoint,
     register a model version, publish the pointer evaluation reads."""
@@ -162,6 +166,7 @@ def train_forecaster_asset(
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
+        run.set_tags({"hyperparameters_from": hyperparameters_from})
 
         started = time.monotonic()
 
@@ -222,6 +227,7 @@ def train_forecaster_asset(
             "training_seconds": round(float(result.training_seconds), 2),
             "samples_per_s": round(float(last.get("samples_per_s", 0.0)), 1),
             "device": choice.name,
+            "hyperparameters_from": hyperparameters_from,
             "mlflow_run_id": run_id,
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "mlflow_ui": f"mlflow ui --backend-store-uri {mlflow.resolved_uri()}",
@@ -325,10 +331,11 @@ def tft_model(
     context: dg.AssetExecutionContext, config: TFTTrainingConfig, storage: FoxhuntStorage,
     mlflow: MLflowResource, torch_device: TorchDevice, pipes_subprocess_client: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
+    config, source = with_tuned_params("tft", config, storage)
     params = {"hidden": config.hidden, "heads": config.heads, "lstm_layers": config.lstm_layers,
               "dropout": config.dropout, "var_width": config.var_width}
     return train_forecaster_asset(context, "tft", params, config, storage, mlflow, torch_device,
-                                  pipes_subprocess_client)
+                                  pipes_subprocess_client, hyperparameters_from=source)
 
 
 @dg.asset(
@@ -342,7 +349,8 @@ def mamba2_model(
     context: dg.AssetExecutionContext, config: Mamba2TrainingConfig, storage: FoxhuntStorage,
     mlflow: MLflowResource, torch_device: TorchDevice, pipes_subprocess_client: dg.PipesSubprocessClient,
 ) -> dg.MaterializeResult:
+    config, source = with_tuned_params("mamba2", config, storage)
     params = {"hidden": config.hidden, "n_layers": config.n_layers, "d_state": config.d_state,
               "chunk_size": config.chunk_size, "dropout": config.dropout}
     return train_forecaster_asset(context, "mamba2", params, config, storage, mlflow, torch_device,
-                                  pipes_subprocess_client)
+                                  pipes_subprocess_client, hyperparameters_from=source)

@@ -6,7 +6,17 @@ import os
 
 import dagster as dg
 
-from assets import agents, evaluation, features, ingestion, leaderboard, quantization, training
+from assets import (
+    agents,
+    ensemble,
+    evaluation,
+    features,
+    ingestion,
+    leaderboard,
+    quantization,
+    training,
+    tuning,
+)
 from foxhunt_pipeline import automation as sensors
 from foxhunt_pipeline.config.settings import load_settings
 from resources.databento_source import DatabentoSource
@@ -15,7 +25,7 @@ from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-ASSET_MODULES = [ingestion, features, training, agents, evaluation, leaderboard, quantization]
+ASSET_MODULES = [ingestion, features, training, agents, ensemble, evaluation, leaderboard, quantization, tuning]
 
 
 def build_resources() -> dict[str, object]:

@@ -16,6 +16,7 @@ from torch import nn
 _SPECS: dict[str, tuple[str, str, str]] = {
     "tft": ("models.tft.model", "TFTConfig", "TemporalFusionTransformer"),
     "mamba2": ("models.mamba2.model", "Mamba2Config", "Mamba2Forecaster"),
+    "ensemble": ("models.ensemble.model", "EnsembleConfig", "QuantileEnsemble"),
 }
 
 

@@ -120,13 +120,41 @@ def _oracle_line(landing: Path, first: date, last: date) -> str:
 @click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
 @home_option
 def materialize(selection, profile, all_partitions, home) -> None:
-    """Register new landed files and materialize SELECTION (Dagster selection syntax; default: all)."""
+    """Register new landed files and materialize SELECTION (Dagster selection syntax; default
+    and `*`: all but the tuning group, which runs when named: `tft_tuning`, `foxhunt tune`)."""
     from foxhunt_pipeline.cli.runner import materialize_selection
 
     paths = _paths(home)
     profile = _profile(profile, paths)
     ok = materialize_selection(paths, list(selection) or ["*"], profile=profile, all_partitions=all_partitions,
                                echo=click.echo)
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.argument("family", type=click.Choice(["tft", "mamba2", "dqn", "ppo"]))
+@click.option("--trials", type=click.IntRange(1), default=None, help="Trials this process runs (default: the profile's).")
+@click.option("--timeout", "timeout_s", type=click.IntRange(0), default=None,
+              help="Stop starting trials after this many seconds (0: no limit; default: the profile's).")
+@click.option("--study", default="", help="Join this study (several workers, one study); default: a new one.")
+@click.option("--profile", type=click.Choice(["default", "demo", "fast"]), envvar="FOXHUNT_PROFILE",
+              default="default", show_default=True, help="Sizes of each trial; env FOXHUNT_PROFILE.")
+@home_option
+def tune(family, trials, timeout_s, study, profile, home) -> None:
+    """Run a hyperparameter study of FAMILY (materializes FAMILY_tuning); the next training of
+    FAMILY uses the newest study's best parameters. Studies live in $FOXHUNT_OPTUNA_URL, else
+    SQLite under FOXHUNT_HOME."""
+    from foxhunt_pipeline.cli.runner import materialize_selection
+
+    paths = _paths(home)
+    config = {k: v for k, v in {"n_trials": trials, "timeout_s": timeout_s, "study_name": study}.items()
+              if v not in (None, "")}
+    asset = f"{family}_tuning"
+    ok = materialize_selection(paths, [asset], profile=profile, echo=click.echo,
+                               run_config={"ops": {asset: {"config": config}}})
+    from models.tuning.study import redact
+
+    click.echo(f"studies: {redact(paths.optuna_storage_url)}")
     sys.exit(0 if ok else 1)
 
 

@@ -20,14 +20,19 @@ from foxhunt_pipeline.ingest.landing import (
 Echo = Callable[[str], None]
 # the console logger of CLI runs (foxhunt_pipeline.cli.console): configured, so it is used
 CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
+#: groups that run only when named: a study is a deliberate (long) run, not part of "all"
+NOT_BY_DEFAULT = ("tuning",)
 
 
 def parse_selection(selection: list[str]):
+    """Dagster selection strings; ``*`` / ``all`` is every asset but the groups that run only
+    when named (``NOT_BY_DEFAULT``)."""
     import dagster as dg
 
+    everything = dg.AssetSelection.all() - dg.AssetSelection.groups(*NOT_BY_DEFAULT)
     sel = None
     for s in selection:
-        part = dg.AssetSelection.all() if s in ("*", "all") else dg.AssetSelection.from_string(s)
+        part = everything if s in ("*", "all") else dg.AssetSelection.from_string(s)
         sel = part if sel is None else sel | part
     return sel
 
@@ -55,9 +60,11 @@ def materialize_selection(
     profile: str = "default",
     all_partitions: bool = False,
     echo: Echo = print,
+    run_config: dict | None = None,
 ) -> bool:
     """Ingests each selected landed file in its own run (one partition each), then the rest of
-    the selection in one run. Returns False if any step or blocking check failed."""
+    the selection in one run (with ``run_config``). Returns False if any step or blocking
+    check failed."""
     import dagster as dg
 
     from foxhunt_pipeline.cli.console import console_without_traces
@@ -75,8 +82,7 @@ def materialize_selection(
     if skipped:
         echo(skipped_message(skipped))
     graph = defs.resolve_asset_graph()
-    sel = parse_selection(selection)
-    keys = sel.resolve(graph)
+    keys = parse_selection(selection).resolve(graph)
     raw_key = dg.AssetKey("raw_bars")
     # failed steps log one line here; the summary below says why (traces: the event log)
     job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
@@ -97,8 +103,9 @@ def materialize_selection(
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
         t0 = time.perf_counter()
         res = job.execute_in_process(
-            run_config=CLI_LOGGERS, instance=instance, asset_selection=ordered, raise_on_error=False,
+            instance=instance, asset_selection=ordered, raise_on_error=False,
             tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()},
+            run_config={**CLI_LOGGERS, **(run_config or {})},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok
@@ -177,6 +184,8 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
         echo(f"generated {len(written)} DBN files in {landing}")
     else:
         echo(f"using the files already landed in {landing}")
+    # no hyperparameter study: the demo trains with the profile's sizes (and a study's best
+    # params if one was run before); `foxhunt tune` runs studies on demand
     ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo)
     echo("")
     echo(leaderboard_text(paths))

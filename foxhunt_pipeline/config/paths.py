@@ -44,6 +44,12 @@ class FoxhuntPaths:
         return self.mlflow_dir / "artifacts"
 
     @property
+    def optuna_storage_url(self) -> str:
+        """Where hyperparameter studies live: ``$FOXHUNT_OPTUNA_URL`` (the deployment's
+        database, shared by every worker) else SQLite under home."""
+        return os.environ.get("FOXHUNT_OPTUNA_URL") or f"sqlite:///{self.home / 'optuna' / 'studies.db'}"
+
+    @property
     def checkpoints(self) -> Path:
         return self.home / "checkpoints"
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from foxhunt_pipeline.cli.commands import main
 
-COMMANDS = ["generate", "materialize", "demo", "ui", "download", "predict", "sql"]
+COMMANDS = ["generate", "materialize", "tune", "demo", "ui", "download", "predict", "sql"]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
@@ -97,3 +97,35 @@ def test_download_lands_in_the_object_store_when_the_landing_zone_is_a_url(
     assert again.exit_code != 0 and "never overwritten" in again.output
     assert (landing / name).read_bytes() == b"DBN-bytes" and len(calls) == 1  # nothing re-bought
     landing.fs.rm(landing.path, recursive=True)
+
+
+def test_tune_materializes_the_family_study_with_the_trials_asked(foxhunt_home, monkeypatch):
+    from foxhunt_pipeline.cli import runner
+
+    calls = []
+    monkeypatch.setattr(runner, "materialize_selection",
+                        lambda paths, selection, **kw: calls.append((selection, kw)) or True)
+    monkeypatch.setenv("FOXHUNT_OPTUNA_URL", "postgresql://optuna:s3cret@db/optuna")
+    result = CliRunner().invoke(main, ["tune", "mamba2", "--trials", "3", "--study", "shared"])
+    assert result.exit_code == 0, result.output
+    assert "db/optuna" in result.output and "s3cret" not in result.output
+    (selection, kw), = calls
+    assert selection == ["mamba2_tuning"]
+    assert kw["run_config"] == {"ops": {"mamba2_tuning": {"config": {"n_trials": 3, "study_name": "shared"}}}}
+    result = CliRunner().invoke(main, ["tune", "lstm"])
+    assert result.exit_code != 0 and "lstm" in result.output
+
+
+def test_all_leaves_out_the_studies_and_a_named_study_is_selected():
+    from foxhunt_pipeline.cli.runner import parse_selection
+    from foxhunt_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+
+    def names(selection):
+        return {k.to_user_string() for k in parse_selection(selection).resolve(graph)}
+
+    everything = names(["*"])
+    assert "tft_model" in everything and not {n for n in everything if n.endswith("_tuning")}
+    assert names(["group:tuning"]) == {"tft_tuning", "mamba2_tuning", "dqn_tuning", "ppo_tuning"}
+    assert names(["tft_tuning", "*"]) == everything | {"tft_tuning"}

@@ -23,13 +23,14 @@ def test_every_asset_has_description_owner_kinds_group_and_code_version():
         assert node.description, name
         assert node.owners, name
         assert node.kinds, name
-        assert node.group_name in {"ingestion", "features", "training", "evaluation", "quantization"}, name
+        assert node.group_name in {"ingestion", "features", "training", "tuning", "evaluation", "quantization"}, name
         assert node.code_version, name
 
 
-def test_training_assets_share_the_gpu_pool():
-    training = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition) and a.group_names_by_key[a.key] == "training"]
-    assert {a.key.to_user_string() for a in training} >= {"tft_model", "mamba2_model"}
+def test_training_and_tuning_assets_share_the_gpu_pool():
+    training = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)
+                and a.group_names_by_key[a.key] in ("training", "tuning")]
+    assert {a.key.to_user_string() for a in training} >= {"tft_model", "mamba2_model", "tft_tuning", "ppo_tuning"}
     for a in training:
         assert a.op.pool == "gpu", a.key
     others = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition) and a not in training]

@@ -1,0 +1,113 @@
+"""The ensemble (``ensemble_model``, group ``training``): the current forecasters' quantiles
+combined with weights fitted on the validation split (rule in ``models.ensemble.weights``),
+registered as ``foxhunt-ensemble`` and published like any forecaster, so
+``ensemble_evaluation`` and ``ensemble_quantized`` are the single models' evaluation and
+quantization, and the leaderboard ranks it with them: it becomes champion only by beating
+them and every baseline."""
+
+import dagster as dg
+
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
+from assets.evaluation import _evaluation_asset
+from assets.quantization import _quantized_asset
+from assets.training import (
+    GPU_POOL,
+    TRANSIENT_RETRY,
+    _dataset_extra,
+    load_dataset,
+    mamba2_model,
+    new_run_dir,
+    publish_run,
+    tft_model,
+)
+from foxhunt_pipeline.config import deploy_profile
+from foxhunt_pipeline.storage import model_store
+from resources.mlflow_tracking import MLflowResource
+from resources.storage import FoxhuntStorage
+from resources.torch_device import TorchDevice
+
+MEMBERS = ("tft", "mamba2")
+
+
+class EnsembleConfig(dg.Config):
+    include_climatology: bool = True  # the training split's climatology as one more member
+
+
+@dg.asset(
+    deps=[tft_model, mamba2_model],
+    group_name="training",
+    kinds={"pytorch", "mlflow"},
+    owners=OWNERS,
+    pool=GPU_POOL,
+    automation_condition=EAGER_AFTER_CHECKS,
+    retry_policy=TRANSIENT_RETRY,
+    op_tags=deploy_profile.training_op_tags(),
+    code_version=code_version_of("models.ensemble.weights", "models.ensemble.model"),
+    description="Ensemble of the forecasters' quantiles (and the climatology) with non-negative "
+    "weights summing to 1 that minimise the validation pinball loss; registered as "
+    "`foxhunt-ensemble`, evaluated and ranked like the single models.",
+)
+def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, storage: FoxhuntStorage,
+                   mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
+    from models.ensemble.model import build_ensemble
+    from models.ensemble.weights import fit_quantile_weights
+    from models.training.checkpoint import load_checkpoint, save_checkpoint
+    from models.training.loop import climatology_quantiles, predict_quantiles, scaled_targets
+
+    data = load_dataset(storage)
+    device = torch_device.choose().device
+    val = data.window_dataset("validation")
+    quantiles = list(data.meta["quantiles"])
+    members, preds, sources = {}, {}, {}
+    for family in MEMBERS:
+        try:
+            pointer, checkpoint, _ = storage.current_model(family)
+        except FileNotFoundError:
+            context.log.warning(f"ensemble: no current {family} model, left out")
+            continue
+        model, _ = load_checkpoint(checkpoint, device=device)
+        members[family], sources[family] = model, f"{pointer['registered_model']} v{pointer['version']}"
+        preds[family] = predict_quantiles(model, val, device=device)
+    if not members:
+        raise dg.Failure("ensemble_model needs at least one current forecaster: materialize tft_model or mamba2_model")
+    clim = climatology_quantiles(data, tuple(quantiles))
+    if config.include_climatology:
+        preds["climatology"] = clim
+    fitted = fit_quantile_weights(preds, scaled_targets(val), quantiles)
+    model = build_ensemble(list(preds), fitted.weights, {k: m.cpu() for k, m in members.items()},
+                           horizon=data.horizon, quantiles=quantiles, climatology=clim, lookback=data.lookback)
+    run_dir = new_run_dir(storage, "ensemble", context.run.run_id)
+    ckpt = save_checkpoint(run_dir / "model", model, model_type="ensemble", config=model.config.to_dict(),
+                           extra={**_dataset_extra(data), "weights": fitted.weights, "members": sources,
+                                  "validation_pinball": fitted.member_losses})
+    registered = model_store.REGISTERED_NAMES["ensemble"]
+    with mlflow.start_run(f"ensemble-{context.run.run_id[:8]}",
+                          tags={"family": "ensemble", "dagster_run_id": context.run.run_id}) as run:
+        run.log_params({"weights": fitted.weights, "members": sources, "rule": "simplex, min validation pinball",
+                        "feature_hash": data.meta["feature_hash"]})
+        run.log_metrics({"val_loss": fitted.loss, **{f"val_loss_{k}": v for k, v in fitted.member_losses.items()}})
+        run.log_artifacts(ckpt.parent, "checkpoint")
+        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": "ensemble"})
+        run.set_tags({"precision": "fp32", "registered_version": version})
+        run_id = run.run_id
+    where = publish_run(storage, "ensemble", run_dir, ckpt, {
+        "mlflow_run_id": run_id, "registered_model": registered, "version": version,
+        "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
+    })
+    best_single = min((v, k) for k, v in fitted.member_losses.items() if k != "climatology")
+    return dg.MaterializeResult(metadata={
+        "weights": dg.MetadataValue.json(fitted.weights),
+        "weights_rule": "non-negative, sum to 1, minimise the pooled pinball loss on the validation split "
+                        f"(winner: {fitted.method})",
+        "members": dg.MetadataValue.json(sources),
+        "val_loss": float(fitted.loss),
+        "val_loss_members": dg.MetadataValue.json(fitted.member_losses),
+        "val_loss_best_single": f"{best_single[1]}: {best_single[0]:.6g}",
+        "registered_model": f"{registered} v{version}",
+        "mlflow_run_id": run_id,
+        "checkpoint": dg.MetadataValue.path(model_store.located(where, run_dir, ckpt)),
+    })
+
+
+ensemble_evaluation = _evaluation_asset("ensemble", "ensemble_model")
+ensemble_quantized = _quantized_asset("ensemble")
