@@ -4,6 +4,7 @@
 import time
 
 import dagster as dg
+from pydantic import Field
 
 from assets import registration
 from assets.common import code_version_of
