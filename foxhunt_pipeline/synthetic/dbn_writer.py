@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -236,6 +236,17 @@ def generate_file(
                 raw.write(header)
                 for chunk in _as_chunks(records):
                     raw.write(chunk)
+
+    return land(path, write)
+
+
+def land(path: Path, write: Callable[[Path], object]) -> Path:
+    """Write a landed file once: ``write(tmp)`` beside ``path``, then rename it in unless
+    ``path`` exists. The same bytes already there are left alone; different bytes raise
+    :class:`LandedFileConflict` naming the file (landed files are immutable)."""
+
+    def checked(tmp: Path) -> None:
+        write(tmp)
         if path.exists():
             if _same_bytes(tmp, path):
                 raise _AlreadyLanded
@@ -245,7 +256,7 @@ def generate_file(
             )
 
     with contextlib.suppress(_AlreadyLanded):
-        atomic_write(path, write, overwrite=False)
+        atomic_write(path, checked, overwrite=False)
     return path
 
 

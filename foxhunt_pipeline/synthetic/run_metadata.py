@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
@@ -23,7 +22,7 @@ from upath import UPath
 
 from foxhunt_pipeline.ingest.landing import landed_file_names
 from foxhunt_pipeline.instruments.specs import spec
-from foxhunt_pipeline.synthetic.dbn_writer import STEP_SECONDS, _land
+from foxhunt_pipeline.synthetic.dbn_writer import STEP_SECONDS, land
 from foxhunt_pipeline.synthetic.market import AR1_RHO
 from foxhunt_pipeline.synthetic.signal import (
     DEFAULT_DRIFT,
@@ -102,14 +101,7 @@ def write_sidecar(
         "oracle_per_root": {r: o.to_json() for r, o in oracle.items()},
     }
     text = json.dumps(body, indent=2, sort_keys=True) + "\n"
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        _land(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    land(path, lambda tmp: tmp.write_text(text))
     return path
 
 
