@@ -12,11 +12,11 @@ from assets.evaluation import EVALUATIONS_TABLE, tft_evaluation
 from assets.leaderboard import model_leaderboard
 from assets.training import mamba2_model, tft_model
 from foxhunt_pipeline.config.paths import FoxhuntPaths
-from models.windows import synthetic_training_data
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
+from tests.model_data import synthetic_training_data
 
 TINY = {"epochs": 1, "max_batches_per_epoch": 3, "hidden": 8, "batch_size": 32}
 

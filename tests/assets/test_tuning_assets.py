@@ -15,11 +15,11 @@ from assets.tuning import tft_tuning
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from models.training.checkpoint import load_checkpoint
 from models.tuning.study import open_study
-from models.windows import synthetic_training_data
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
+from tests.model_data import synthetic_training_data
 
 
 def _resources(paths: FoxhuntPaths) -> dict:

@@ -12,7 +12,7 @@ from models.ensemble.weights import fit_quantile_weights
 from models.quantile import pinball_loss_numpy
 from models.registry import build_model
 from models.training.checkpoint import load_checkpoint, save_checkpoint
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 Q = (0.1, 0.5, 0.9)
 Z = np.array([-1.2815516, 0.0, 1.2815516])

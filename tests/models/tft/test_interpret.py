@@ -9,7 +9,7 @@ import torch
 from models.evaluation.interpretation_plots import attention_by_horizon, variable_importance
 from models.registry import build_model
 from models.tft.interpret import interpret
-from models.windows import synthetic_training_data
+from tests.model_data import synthetic_training_data
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
