@@ -17,6 +17,7 @@ import polars as pl
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.config_fields import sized
 from assets.training import load_current_model, load_dataset
+from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -35,7 +36,10 @@ SUMMARY_METRICS = (
 )
 #: String columns, in table order after the identity columns.
 TEXT_COLUMNS = ("protocol_id", "fold", "test_start", "test_end", "sharpe_by_root")
-FAMILIES = ("tft", "mamba2", "dqn", "ppo")
+#: every model family that makes skill claims (the Bonferroni count); from the model store
+FAMILIES = model_store.FAMILIES
+#: the forecasters the ensemble combines (``assets.ensemble``)
+ENSEMBLE_MEMBERS = ("tft", "mamba2")
 
 
 class EvaluationConfig(dg.Config):
@@ -164,6 +168,15 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
     from models.evaluation.family_candidates import agent_candidate, forecaster_candidate
 
     name, logged = f"foxhunt-{family}", dict(logged or {})
+    if family == "ensemble":
+        from models.evaluation.family_candidates import ensemble_candidate
+
+        members = {f"foxhunt-{m}": family_candidate(m, Path(v["checkpoint"]), device, v["train"])
+                   for m, v in logged.get("members", {}).items()}
+        if not members:
+            raise ValueError("the ensemble has no member forecaster to retrain")
+        return ensemble_candidate(name, members,
+                                  include_climatology=logged.get("include_climatology", True))
     if family in ("tft", "mamba2"):
         from assets.training import Mamba2TrainingConfig, TFTTrainingConfig
         from models.training.checkpoint import read_checkpoint_meta
@@ -190,6 +203,34 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
     elif isinstance(logged.get("env"), dict):
         logged["env"] = EnvConfig(**logged["env"])
     return agent_candidate(name, family, cls.from_dict({**logged, "device": device}))
+
+
+def ensemble_logged(storage: FoxhuntStorage, mlflow: MLflowResource, checkpoint: Path) -> dict:
+    """What the ensemble's walk-forward retrains per fold: the current member forecasters with
+    their logged training configs, and whether the climatology is a member (its weights)."""
+    from models.training.checkpoint import read_checkpoint_meta
+
+    meta = read_checkpoint_meta(checkpoint)
+    weights = dict(meta.get("extra", meta).get("weights") or {})
+    members = {}
+    for family in ENSEMBLE_MEMBERS:
+        if weights and family not in weights:
+            continue
+        try:
+            pointer, ckpt, _ = storage.current_model(family)
+        except FileNotFoundError:
+            continue
+        members[family] = {"checkpoint": str(ckpt),
+                           "train": training_params(mlflow, pointer["mlflow_run_id"], "train")}
+    return {"members": members, "include_climatology": "climatology" in weights}
+
+
+def logged_config(family: str, storage: FoxhuntStorage, mlflow: MLflowResource, run_id: str,
+                  checkpoint: Path) -> dict:
+    """The configuration a family's walk-forward retrains per fold, as its training logged it."""
+    if family == "ensemble":
+        return ensemble_logged(storage, mlflow, checkpoint)
+    return training_params(mlflow, run_id, "train" if family in FORECASTERS else "agent")
 
 
 def n_compared(config: EvaluationConfig) -> int:
@@ -281,10 +322,10 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     else:
         report = _evaluate_agent(family, pointer, data, kwargs)
     # the skill claim: walk-forward, one fresh model per fold
-    prefix = "train" if family in ("tft", "mamba2") else "agent"
-    result = run_walk_forward(family, Path(pointer["checkpoint"]), data, config, device,
-                              context.log.info,
-                              training_params(mlflow, pointer["mlflow_run_id"], prefix),
+    checkpoint = Path(pointer["checkpoint"])
+    result = run_walk_forward(family, checkpoint, data, config, device, context.log.info,
+                              logged_config(family, storage, mlflow, pointer["mlflow_run_id"],
+                                            checkpoint),
                               scored=lambda protocol: scored_baselines(storage, protocol))
     running = {k: v for k, v in report.metrics.items()
                if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",

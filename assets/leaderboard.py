@@ -89,7 +89,7 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
 
     from mlflow.artifacts import download_artifacts
 
-    from assets.evaluation import EvaluationConfig, run_walk_forward, training_params
+    from assets.evaluation import EvaluationConfig, logged_config, run_walk_forward
     from assets.training import load_dataset
 
     family = champion["family"]
@@ -97,10 +97,10 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
     with tempfile.TemporaryDirectory(dir=storage.scratch) as tmp:
         ckpt = Path(download_artifacts(run_id=champion["run_id"], artifact_path="checkpoint",
                                        dst_path=tmp, tracking_uri=mlflow.resolved_uri()))
-        prefix = "train" if family in ("tft", "mamba2") else "agent"
+        # an ensemble champion is retrained from today's member forecasters' configurations
         result = run_walk_forward(family, ckpt, load_dataset(storage), config, "cpu",
                                   context.log.info,
-                                  training_params(mlflow, champion["run_id"], prefix))
+                                  logged_config(family, storage, mlflow, champion["run_id"], ckpt))
     rows = evaluation_rows(family, champion["version"], "fp32", result, context.run.run_id,
                            datetime.now(UTC))
     storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-rescore-{context.run.run_id}")

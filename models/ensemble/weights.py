@@ -66,3 +66,14 @@ def fit_quantile_weights(member_preds: Mapping[str, np.ndarray], targets: np.nda
         weights={n: float(x) for n, x in zip(names, w, strict=True)},
         member_losses={n: scored[f"member:{n}"] for n in names},
         loss=loss(w), method=best.split(":")[0])
+
+
+def combine_quantiles(member_preds: Mapping[str, np.ndarray],
+                      weights: Mapping[str, float]) -> np.ndarray:
+    """The weighted average of the members' ``[W, H, Q]`` quantiles (a member may be a
+    broadcastable ``[H, Q]``, as the climatology is)."""
+    names = [n for n in weights if weights[n] != 0.0] or list(weights)
+    arrays = [np.asarray(member_preds[n], np.float64) for n in names]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    stacked = np.stack([np.broadcast_to(a, shape) for a in arrays])
+    return _combine(stacked, np.asarray([weights[n] for n in names], np.float64))

@@ -51,3 +51,34 @@ def agent_candidate(name: str, algo: str, agent_config: Any) -> Candidate:
             return pos
         return predict
     return Candidate(name, "positions", fit)
+
+
+def ensemble_candidate(name: str, members: Mapping[str, Candidate], *,
+                       include_climatology: bool = True) -> Candidate:
+    """The ensemble as ``ensemble_model`` builds it, refitted per fold: each member forecaster
+    trained on the fold, its weights fitted on the fold's validation split (never its test
+    split) by ``models.ensemble.weights``, the same weighted quantiles on the test windows."""
+    from models.ensemble.weights import combine_quantiles, fit_quantile_weights
+    from models.training.loop import climatology_quantiles, scaled_targets
+
+    def on_validation(d: TrainingData) -> TrainingData:
+        return TrainingData(meta=d.meta, splits={**d.splits, "test": d.splits["validation"]})
+
+    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+        quantiles = list(train.meta["quantiles"])
+        fitted = {n: m.fit(train) for n, m in members.items()}
+        val = on_validation(train)
+        preds = {n: predict(val) for n, predict in fitted.items()}
+        clim = climatology_quantiles(train, tuple(quantiles)) if include_climatology else None
+        if clim is not None:
+            preds["climatology"] = clim
+        weights = fit_quantile_weights(preds, scaled_targets(train.window_dataset("validation")),
+                                       quantiles).weights
+
+        def predict(d: TrainingData) -> np.ndarray:
+            out = {n: p(d) for n, p in fitted.items()}
+            if clim is not None:
+                out["climatology"] = clim
+            return combine_quantiles(out, weights)
+        return predict
+    return Candidate(name, "forecaster", fit)

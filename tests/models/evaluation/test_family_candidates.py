@@ -42,3 +42,40 @@ def test_each_family_trains_per_fold_and_is_scored_on_the_baselines_bars():
         assert set(np.unique(r.bars.positions)) <= {-1.0, 0.0, 1.0}
     assert np.isnan(res.candidates["foxhunt-dqn"].pooled.get("ic", np.nan))  # no forecast
     assert np.isfinite(res.candidates["foxhunt-tft"].pooled["pinball_mean"])
+
+
+def test_the_ensemble_refits_its_weights_on_each_folds_validation_split():
+    """Two fixed members: one that knows the validation and test targets, one that is pure
+    noise. Each fold's weights come from that fold's validation split, so the ensemble puts
+    (almost) all weight on the informed member and forecasts as well as it does."""
+    from models.evaluation.family_candidates import ensemble_candidate
+    from models.evaluation.walk_forward import Candidate
+    from models.training.loop import scaled_targets
+
+    data = synthetic_training_data(n_rows={"train": 900, "validation": 300, "test": 300},
+                                   lookback=8, horizon=2, segment_length=300, seed=9)
+    pool = row_pool(data, lambda ts: np.asarray(ts) // SIX_HOURS)
+    qs = np.asarray(DEFAULT_QUANTILES)
+    spread = (qs - 0.5)[None, None, :] * 0.1
+    seen_validation = []
+
+    def informed(train):
+        seen_validation.append(train.splits["validation"].n_windows)
+        return lambda d: scaled_targets(d.window_dataset("test"))[:, :, None] + spread
+
+    def noise(train):
+        rng = np.random.default_rng(0)
+        return lambda d: rng.normal(size=(d.splits["test"].n_windows, d.horizon, 1)) + spread
+
+    members = {"good": Candidate("good", "forecaster", informed),
+               "noise": Candidate("noise", "forecaster", noise)}
+    ens = ensemble_candidate("foxhunt-ensemble", members, include_climatology=True)
+    res = walk_forward(pool, [ens, members["good"], members["noise"]],
+                       WalkForwardConfig(folds=2, test_days=1), bootstrap=20)
+    pinball = {n: res.candidates[n].pooled["pinball_mean"] for n in ("foxhunt-ensemble", "good",
+                                                                     "noise")}
+    assert pinball["foxhunt-ensemble"] < 0.2 * pinball["noise"], pinball
+    assert pinball["foxhunt-ensemble"] <= 1.05 * pinball["good"], pinball
+    # the members were fitted once per fold for the ensemble (and once for themselves), each
+    # time on a fold with a validation split
+    assert len(seen_validation) == 4 and min(seen_validation) > 0
