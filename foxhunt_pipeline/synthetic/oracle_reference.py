@@ -57,7 +57,7 @@ def oracle_reference(
     first, last = trade_date_of(period[0]), trade_date_of(period[1])
     try:
         summary = oracle_for_test_period(landing_dir, *period, roots=protocol_roots(rows))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:  # a sidecar of another shape
         return None, f"No `{ORACLE}` row: the generator sidecars in {landing_dir} are unreadable: {e}"
     if summary is None:
         return None, (f"No `{ORACLE}` row: no landed file of the test trade dates {first} .. "

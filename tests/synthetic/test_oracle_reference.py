@@ -79,3 +79,7 @@ def test_a_broken_sidecar_costs_the_row_not_the_leaderboard(tmp_path: Path):
     side.write_text("{broken")
     row, note = oracle_reference(tmp_path, [pooled("foxhunt-tft", 1.0)])
     assert row is None and side.name in note
+    side.write_text(json.dumps({"format_version": 1, "day": "2024-01-10", "generator": {},
+                                "oracle_per_root": {}}))  # another shape: no oracle config
+    row, note = oracle_reference(tmp_path, [pooled("foxhunt-tft", 1.0)])
+    assert row is None and "unreadable" in note and str(tmp_path) in note
