@@ -305,9 +305,13 @@ def oracle_note(summary: Mapping[str, Any], first_day: str, last_day: str) -> st
     idle = " (it never traded: no predictable component)" if not pooled.get("trades") else ""
     return (f"`{ORACLE}` is a reference, not a candidate: the generator's oracle, which knows "
             f"the latent process, over the test trade dates {first_day} .. {last_day} "
-            f"({len(summary.get('days', []))} landed days), after {cost}; Sharpe per root "
+            f"({_days(len(summary.get('days', [])))}), after {cost}; Sharpe per root "
             f"{per_root or '-'}{idle}. It is never champion and not counted in the Bonferroni "
             "comparisons; the gap to it is the signal the models leave on the table.")
+
+
+def _days(n: int) -> str:
+    return f"{n} landed day" + ("" if n == 1 else "s")
 
 
 def _fmt(v: Any) -> str:
