@@ -307,6 +307,17 @@ def walk_forward_markdown(result) -> str:
             f"Bonferroni-adjusted level {level:.4f}.\n\n" + "\n".join(lines))
 
 
+def walk_forward_chart(family: str, result, out_dir: Path) -> Path:
+    """Equity of the family and every baseline over the walk-forward test folds, per root,
+    each fold shaded."""
+    from models.evaluation.plots import walk_forward_equity
+
+    return walk_forward_equity(
+        out_dir / f"{family}_walk_forward_equity.png", result,
+        title=f"foxhunt-{family} vs baselines, walk-forward test folds (one model per fold), "
+              "net of costs")
+
+
 def _evaluate(family: str, context: dg.AssetExecutionContext, config: EvaluationConfig,
               storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
 
@@ -327,6 +338,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
                               logged_config(family, storage, mlflow, pointer["mlflow_run_id"],
                                             checkpoint),
                               scored=lambda protocol: scored_baselines(storage, protocol))
+    figures = {**report.plots, "walk_forward_equity": walk_forward_chart(family, result, out_dir)}
     running = {k: v for k, v in report.metrics.items()
                if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",
                                 "checkpoint_mb"))}
@@ -341,7 +353,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
                      if (f := _float_or_none(v)) is not None})
     run.log_metrics({f"wf_{k}": f for k, v in pooled.items() if (f := _float_or_none(v)) is not None})
     run.set_tags({"protocol_id": result.protocol_id})
-    for path in report.plots.values():
+    for path in figures.values():
         run.log_artifact(Path(path), "evaluation")
     storage.store_run_outputs(pointer, run_dir, out_dir)
     return dg.MaterializeResult(
@@ -361,7 +373,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
             "latency_ms_p95": _meta_float(pooled.get("latency_ms_p95")),
             "walk_forward": dg.MetadataValue.md(walk_forward_markdown(result)),
             "production_model_test_split": dg.MetadataValue.md(report.markdown),
-            "plots": dg.MetadataValue.md(_png_markdown(report.plots)),
+            "plots": dg.MetadataValue.md(_png_markdown(figures)),
             "mlflow_run_id": pointer["mlflow_run_id"],
         }
     )

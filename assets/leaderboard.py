@@ -19,6 +19,7 @@ from assets.evaluation import (
     tft_evaluation,
 )
 from foxhunt_pipeline.storage import model_store
+from foxhunt_pipeline.synthetic.oracle_reference import oracle_reference
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 
@@ -58,6 +59,12 @@ def evaluation_dicts(evaluations: pl.DataFrame) -> list[dict]:
     if df.is_empty() or "fold" not in df.columns or "protocol_id" not in df.columns:
         return []
     return [_row(r) for r in df.iter_rows(named=True)]
+
+
+def _oracle_sharpe(oracle: dict | None) -> dg.MetadataValue:
+    """The oracle's pooled Sharpe after costs, "-" when undefined or there is no oracle."""
+    v = None if oracle is None else oracle.get("sharpe")
+    return dg.MetadataValue.float(float(v)) if v is not None else dg.MetadataValue.text("-")
 
 
 def champion_refs(mlflow: MLflowResource, families: list[str]) -> tuple[dict[str, dict], str | None]:
@@ -112,12 +119,15 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
     group_name="evaluation",
     kinds={"duckdb", "mlflow"},
     owners=OWNERS,
-    code_version=code_version_of("models.evaluation.leaderboard"),
+    code_version=code_version_of("models.evaluation.leaderboard",
+                                 "foxhunt_pipeline.synthetic.oracle_reference"),
     automation_condition=dg.AutomationCondition.eager(),
     description="All models and baselines side by side on one walk-forward protocol (same "
     "folds, data and costs); sets the MLflow alias `champion` per family and overall only when "
     "the challenger's Sharpe CI lower bound beats the current champion (re-scored on this "
-    "protocol when needed) and every baseline, LightGBM included, and says why not otherwise.",
+    "protocol when needed) and every baseline, LightGBM included, and says why not otherwise. "
+    "On generated data the row `oracle` (the generator's oracle over the same test dates) is "
+    "shown as a reference, never compared.",
 )
 def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
@@ -177,14 +187,17 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
                                                 "true" if other == family else "false")
         client.set_registered_model_alias(name, CHAMPION_ALIAS, str(d.winner["version"]))
         context.log.info(f"{scope}: {name} v{d.winner['version']} is now {CHAMPION_ALIAS}")
-    table = leaderboard_markdown(rows + list(baselines.values()), config.metric,
-                                 config.higher_is_better)
+    compared = rows + list(baselines.values())
+    oracle, oracle_line = oracle_reference(storage.landing_root, compared)
+    table = leaderboard_markdown(compared, config.metric, config.higher_is_better,
+                                 references=[oracle] if oracle else [])
     level = next((r.get("ci_level") for r in rows if r.get("ci_level") is not None), None)
     head = (f"## Leaderboard (by {config.metric}; promotion on the challenger's "
             f"{config.challenger_key or config.metric})\n\nProtocol `{protocol}`: pooled over "
             "the walk-forward test folds; CI bounds at the Bonferroni-adjusted level "
             f"{'-' if level is None else f'{float(level):.4f}'}; '-' = undefined.")
-    text = f"{head}\n\n{table}\n\n### Champion decisions\n\n" + "\n".join(lines + notes)
+    text = (f"{head}\n\n{table}\n\n{oracle_line}\n\n### Champion decisions\n\n"
+            + "\n".join(lines + notes))
     if elsewhere:
         text += "\n\n### Not compared (evaluated on another protocol)\n\n" + "\n".join(
             f"- {r['model']} v{r.get('version')}: protocol `{r['protocol_id']}`" for r in elsewhere)
@@ -197,6 +210,7 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
             "protocol_id": protocol,
             "promoted": ", ".join(s for s, d in decisions.items() if d.promote) or "none",
             "models": dg.MetadataValue.int(len(rows)),
+            "oracle_sharpe": _oracle_sharpe(oracle),
             "path": dg.MetadataValue.path(str(out)),
         }
     )

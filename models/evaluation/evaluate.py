@@ -183,6 +183,7 @@ class _Bars:
     runs: np.ndarray  # segment id, split further at any row gap
     ts: np.ndarray
     bars_per_year: float
+    root: np.ndarray  # root name of each decision row (for per-root charts)
 
 
 def _bars(data: TrainingData, split: SplitArrays, cost_multiplier: float) -> _Bars:
@@ -202,7 +203,15 @@ def _bars(data: TrainingData, split: SplitArrays, cost_multiplier: float) -> _Ba
         runs=np.cumsum(brk),
         ts=np.asarray(split.ts_event)[rows],
         bars_per_year=float(data.meta["bars_per_year"]),
+        root=root_names(data, split, rows),
     )
+
+
+def root_names(data: TrainingData, split: SplitArrays, rows: np.ndarray) -> np.ndarray:
+    """The root of each of ``rows`` (its index as text when the meta names no roots)."""
+    idx = np.asarray(split.root_index)[rows].astype(np.int64)
+    names = np.asarray(data.meta.get("roots") or [], dtype=str)
+    return names[idx] if names.size > int(idx.max(initial=-1)) else idx.astype(str)
 
 
 def _trading_metrics(
@@ -357,15 +366,15 @@ def evaluate_forecaster(
 
     calib = calibration_table(preds, y, quantiles)
     out_dir = Path(out_dir)
-    stretch = slice(0, min(FAN_CHART_BARS, preds.shape[0]))
     equity = {name: bt.equity, **{k: r.equity for k, r in results.items()}}
+    pnl = {name: bt.pnl, **{k: r.pnl for k, r in results.items()}}
     figs = {} if not make_plots else {
         "fan_chart": plots.quantile_fan_chart(
-            out_dir / f"{name}_fan_chart.png", preds[stretch, 0] * data.target_scale,
-            bars.returns[stretch], quantiles, ts_ns=bars.ts[stretch],
-            title=f"{name}: horizon-1 quantiles, first {stretch.stop} test bars"),
-        "equity": plots.equity_curves(out_dir / f"{name}_equity.png", equity, ts_ns=bars.ts,
-                                      title=f"{name} vs baselines, net of costs"),
+            out_dir / f"{name}_fan_chart.png", preds[:, 0] * data.target_scale, bars.returns,
+            quantiles, roots=bars.root, horizon=1, ts_ns=bars.ts, max_bars=FAN_CHART_BARS,
+            title=f"{name}: quantile forecasts on the test split"),
+        "equity": plots.equity_curves(out_dir / f"{name}_equity.png", pnl, roots=bars.root,
+                                      ts_ns=bars.ts, title=f"{name} vs baselines, net of costs"),
         "calibration": plots.calibration_plot(
             out_dir / f"{name}_calibration.png",
             {name: calib, "climatology": calibration_table(clim, y, quantiles)},
@@ -432,8 +441,9 @@ def evaluate_agent(
     metrics.update(_running_cost(act_fn, ds, device, latency_calls, model, checkpoint_path,
                                  throughput_batch_sizes))
     equity = {name: bt.equity, **{k: r.equity for k, r in results.items()}}
+    pnl = {name: bt.pnl, **{k: r.pnl for k, r in results.items()}}
     figs = {} if not make_plots else {"equity": plots.equity_curves(
-        Path(out_dir) / f"{name}_equity.png", equity, ts_ns=bars.ts,
+        Path(out_dir) / f"{name}_equity.png", pnl, roots=bars.root, ts_ns=bars.ts,
         title=f"{name} vs baselines, net of costs")}
     period = split_period(split)
     md = _header(name, "agent", data, period, bars, cost_multiplier, None)

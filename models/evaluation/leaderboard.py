@@ -11,10 +11,14 @@ Like for like: rows are compared only within one ``protocol_id`` (walk-forward f
 dataset version, cost model; ``models.evaluation.walk_forward``). ``rows_on_protocol``
 picks the protocol of the newest model evaluation and its pooled rows;
 ``champion_on_protocol`` finds the champion's row there or has it re-scored.
+
+References (``oracle_row``: what the generator's oracle earned over the same test period)
+are shown beside the rows and never compared: they are not candidates.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -248,6 +252,73 @@ def baseline_rows(baselines: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
     return [{"model": k, "family": "baseline", **dict(v)} for k, v in baselines.items()]
 
 
+# --- references: shown beside the candidates, never compared ----------------------------
+
+ORACLE = "oracle"
+REFERENCE = "reference"
+
+
+def test_period(rows: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """First and last test bar (ISO UTC) over ``rows`` (pooled rows of one protocol)."""
+    starts = [str(r["test_start"]) for r in rows if r.get("test_start")]
+    ends = [str(r["test_end"]) for r in rows if r.get("test_end")]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
+def protocol_roots(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Roots the rows were scored on (the keys of their ``sharpe_by_root``)."""
+    roots: set[str] = set()
+    for r in rows:
+        by_root = r.get("sharpe_by_root")
+        if isinstance(by_root, str):
+            try:
+                by_root = json.loads(by_root)
+            except ValueError:
+                by_root = None
+        if isinstance(by_root, Mapping):
+            roots.update(str(k) for k in by_root)
+    return sorted(roots)
+
+
+def oracle_row(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The generator's oracle (``foxhunt_pipeline.synthetic.oracle_summary``) as a reference
+    row: pooled over roots like the candidates' pooled rows, ``None`` where undefined."""
+    pooled = summary["pooled"]
+    row: dict[str, Any] = {
+        "model": ORACLE, "family": REFERENCE, "sharpe": pooled.get("sharpe"),
+        "annual_log_return": pooled.get("annual_log_return"), "n_trades": pooled.get("trades"),
+        "turnover": pooled.get("turnover"), "n_bars": pooled.get("n_bars"),
+    }
+    for root, stats in summary.get("per_root", {}).items():
+        row[f"sharpe_{root}"] = stats.get("sharpe")
+    return row
+
+
+def oracle_note(summary: Mapping[str, Any], first_day: str, last_day: str) -> str:
+    """One line saying what the ``oracle`` row is and that it competes with nobody."""
+    pooled = summary["pooled"]
+    per_root = ", ".join(f"{r} {_fmt(s.get('sharpe'))}"
+                         for r, s in summary.get("per_root", {}).items())
+    cfg = (summary.get("generator") or [{}])[0].get("oracle", {})
+    cost = (f"{cfg['cost_ticks']:g} tick + ${cfg['fee_per_contract']:g} fee per side"
+            if {"cost_ticks", "fee_per_contract"} <= cfg.keys() else "its own cost model")
+    idle = " (it never traded: no predictable component)" if not pooled.get("trades") else ""
+    return (f"`{ORACLE}` is a reference, not a candidate: the generator's oracle, which knows "
+            f"the latent process, over the test trade dates {first_day} .. {last_day} "
+            f"({_days(len(summary.get('days', [])))}), after {cost}; Sharpe per root "
+            f"{per_root or '-'}{idle}. It is never champion and not counted in the Bonferroni "
+            "comparisons; the gap to it is the signal the models leave on the table.")
+
+
+def _days(n: int) -> str:
+    return f"{n} landed day" + ("" if n == 1 else "s")
+
+
+def _fmt(v: Any) -> str:
+    f = _value({"v": v}, "v")
+    return "-" if math.isnan(f) else f"{f:.3g}"
+
+
 DEFAULT_COLUMNS = ("sharpe", "sharpe_ci_low", "n_trades", "turnover", "hit_rate", "ic",
                    "rank_ic", "icir", "ic_ci_low", "annual_log_return", "max_drawdown",
                    "q_risk_p50", "coverage_80", "latency_ms_p95")
@@ -258,9 +329,12 @@ def leaderboard_markdown(
     metric: str | None = None,
     higher_is_better: bool = True,
     columns: Sequence[str] = DEFAULT_COLUMNS,
+    references: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """Every model and baseline side by side, best first by ``metric`` (missing last)."""
-    cols = [c for c in columns if any(not math.isnan(_value(r, c)) for r in rows)]
+    """Every model and baseline side by side, best first by ``metric`` (missing last); the
+    ``references`` (the oracle) follow, unranked."""
+    cols = [c for c in columns
+            if any(not math.isnan(_value(r, c)) for r in [*rows, *references])]
     if metric and metric not in cols:
         cols.insert(0, metric)
     ordered = list(rows)
@@ -271,7 +345,7 @@ def leaderboard_markdown(
                                              else _value(r, metric))))
     head = ["model", "family", "version", *cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in ordered:
+    for r in [*ordered, *references]:
         cells = [str(r.get("model", "")), str(r.get("family", "") or ""),
                  "" if r.get("version") is None else str(r.get("version"))]
         cells += ["-" if math.isnan(_value(r, c)) else f"{_value(r, c):.4g}" for c in cols]

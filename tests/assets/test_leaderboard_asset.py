@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 
 import dagster as dg
@@ -21,6 +21,7 @@ from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.storage.warehouse import append_duckdb_table
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
+from tests.oracle_sidecars import land_sidecars
 
 DAY = 86_400 * 10**9
 T0 = datetime(2024, 2, 1, tzinfo=UTC)
@@ -91,13 +92,19 @@ def test_champion_is_rescored_on_the_new_protocol_before_the_comparison(
     _write(paths, v0, "old", sharpe=0.2, at=T0)  # CI low -0.1 < lightgbm 0.1
     board = _run(paths)
     assert "no champion yet" in board and "kept" not in board
+    assert "No `oracle` row" in board and "| oracle |" not in board  # nothing landed
     with pytest.raises(MlflowException):
         client.get_model_version_by_alias("foxhunt-tft", "champion")
 
     v1 = _register(mlflow, tmp_path, 1)
     _write(paths, v1, "old", sharpe=3.0, at=T0 + timedelta(hours=1))
+    # generated data of the test trade dates (1970-01-02 .. 03): the oracle is shown, and
+    # (a reference with a far higher Sharpe) it neither wins nor blocks the promotion
+    land_sidecars(paths.landing, [date(1970, 1, 2), date(1970, 1, 3)])
     board = _run(paths)
     assert _alias(client) == v1 and "PROMOTED" in board
+    oracle_line = next(line for line in board.splitlines() if line.startswith("| oracle |"))
+    assert oracle_line.startswith("| oracle | reference |") and "never champion" in board
 
     calls = []
 

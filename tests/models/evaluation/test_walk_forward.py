@@ -8,6 +8,7 @@ import types
 import numpy as np
 import pytest
 
+import models.evaluation
 from models.evaluation.backtest import decision_rows
 from models.evaluation.walk_forward import (
     Candidate,
@@ -187,6 +188,9 @@ def test_lightgbm_is_scored_on_the_same_folds(signal_pool, monkeypatch):
     module = types.ModuleType("models.evaluation.lightgbm_baseline")
     module.fit_lightgbm_quantiles = fit_lightgbm_quantiles
     monkeypatch.setitem(sys.modules, "models.evaluation.lightgbm_baseline", module)
+    # once imported (test_lightgbm_baseline.py runs first), ``from models.evaluation import
+    # lightgbm_baseline`` reads the package attribute, not sys.modules
+    monkeypatch.setattr(models.evaluation, "lightgbm_baseline", module, raising=False)
     lgb = lightgbm_candidate(seed=7)
     assert lgb is not None and lgb.name == "baseline:lightgbm"
     res = walk_forward(signal_pool, [lgb, signal_forecaster()], CFG, bootstrap=50)
