@@ -23,7 +23,9 @@ TINY = {"epochs": 1, "max_batches_per_epoch": 3, "hidden": 8, "batch_size": 32}
 
 def test_ensemble_is_fitted_on_validation_registered_evaluated_and_ranked(foxhunt_home):
     paths = FoxhuntPaths.from_env().ensure()
-    synthetic_training_data({"train": 300, "validation": 150, "test": 150}).save(
+    # 50 hours of train minutes and a day gap before validation and test: 5 trade dates, the
+    # fast profile's 2 walk-forward folds x 1 test date
+    synthetic_training_data({"train": 3000, "validation": 150, "test": 150}).save(
         paths.warehouse / "training_dataset")
     resources = {
         "storage": FoxhuntStorage(home=str(paths.home)), "mlflow": MLflowResource(home=str(paths.home)),
@@ -48,12 +50,16 @@ def test_ensemble_is_fitted_on_validation_registered_evaluated_and_ranked(foxhun
     assert [v.tags.get("precision") for v in versions] == ["fp32"]
 
     rows = resources["storage"].read_rows(EVALUATIONS_TABLE)
-    ens = rows.filter(pl.col("model") == "foxhunt-ensemble")
+    pooled = rows.filter(pl.col("fold") == "pooled")
+    ens = pooled.filter(pl.col("model") == "foxhunt-ensemble")
     assert ens.height == 1 and ens["pinball_mean"][0] is not None
-    # evaluated like the single forecasters: the same baselines on the same test period
-    single = rows.filter(pl.col("model") == "foxhunt-tft")
+    # walk-forward like the single forecasters: the same folds, baselines and test period
+    assert sorted(rows.filter(pl.col("model") == "foxhunt-ensemble")["fold"]) == ["1", "2", "pooled"]
+    assert ens["protocol_id"][0] == pooled.filter(pl.col("model") == "foxhunt-tft")["protocol_id"][0]
+    single = pooled.filter(pl.col("model") == "foxhunt-tft")
     assert (ens["test_start"][0], ens["test_end"][0]) == (single["test_start"][0], single["test_end"][0])
-    assert set(rows.filter(pl.col("evaluated_for") == "ensemble")["model"]) == \
-        set(rows.filter(pl.col("evaluated_for") == "tft")["model"].str.replace("tft", "ensemble"))
+    same = pooled.filter(pl.col("protocol_id") == ens["protocol_id"][0])
+    assert {"baseline:flat", "baseline:climatology", "baseline:lightgbm"} <= set(same["model"])
+    assert same.filter(pl.col("family") == "baseline")["model"].is_unique().all()  # scored once
     board = (paths.table_dir("model_leaderboard") / "leaderboard.md").read_text()
     assert "foxhunt-ensemble" in board
