@@ -109,5 +109,7 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
     })
 
 
-ensemble_evaluation = _evaluation_asset("ensemble", "ensemble_model")
+# after the members' evaluations: their fold models are reused, not trained again
+ensemble_evaluation = _evaluation_asset("ensemble", "ensemble_model",
+                                        after=tuple(f"{m}_evaluation" for m in MEMBERS))
 ensemble_quantized = _quantized_asset("ensemble")

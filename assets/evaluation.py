@@ -161,7 +161,8 @@ def training_params(mlflow: MLflowResource, run_id: str, prefix: str) -> dict:
     return out
 
 
-def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | None = None):
+def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | None = None,
+                     cache_dir: Path | None = None):
     """The family's walk-forward candidate with the production model's configuration: the
     checkpoint's architecture and the training config its run logged (``logged``; the
     profile's defaults when the run logged none), retrained from scratch on each fold."""
@@ -171,7 +172,8 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
     if family == "ensemble":
         from models.evaluation.family_candidates import ensemble_candidate
 
-        members = {f"foxhunt-{m}": family_candidate(m, Path(v["checkpoint"]), device, v["train"])
+        members = {f"foxhunt-{m}": family_candidate(m, Path(v["checkpoint"]), device, v["train"],
+                                                    cache_dir)
                    for m, v in logged.get("members", {}).items()}
         if not members:
             raise ValueError("the ensemble has no member forecaster to retrain")
@@ -189,7 +191,8 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
                             patience=cfg.patience, seed=cfg.seed,
                             max_batches_per_epoch=cfg.max_batches_per_epoch or None)
         meta = read_checkpoint_meta(checkpoint)
-        return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device)
+        return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device,
+                                    cache_dir=cache_dir)
     from assets.agents import DQNTrainingConfig, PPOTrainingConfig
     from models.agents import train as agents
     from models.agents.trading_env import EnvConfig
@@ -239,11 +242,13 @@ def n_compared(config: EvaluationConfig) -> int:
 
 
 def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConfig, device: str,
-                     log=None, logged: dict | None = None, scored: Callable[[str], set] | None = None):
+                     log=None, logged: dict | None = None, scored: Callable[[str], set] | None = None,
+                     cache_dir: Path | None = None):
     """Walk-forward of one family next to every baseline (used by the evaluation assets and
     by the leaderboard when it re-scores a champion on a newer protocol). ``scored(protocol)``
     names the baselines already in model_evaluations under that protocol: they are not
-    scored again (they are deterministic; LightGBM is the costly one)."""
+    scored again (they are deterministic; LightGBM is the costly one). ``cache_dir`` keeps
+    the forecasters' fold models for the ensemble's walk-forward."""
     from models.evaluation.walk_forward import (
         WalkForwardError,
         protocol_id_for,
@@ -266,7 +271,7 @@ def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConf
                                           cost_multiplier=config.cost_multiplier,
                                           bootstrap=config.bootstrap))
             baselines = [b for b in baselines if b.name not in done]
-        candidates = [family_candidate(family, checkpoint, device, logged), *baselines]
+        candidates = [family_candidate(family, checkpoint, device, logged, cache_dir), *baselines]
         return walk_forward(pool, candidates, walk_forward_config(config),
                             n_compared=n_compared(config), cost_multiplier=config.cost_multiplier,
                             threshold_k=config.threshold_k, bootstrap=config.bootstrap,
@@ -337,7 +342,8 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     result = run_walk_forward(family, checkpoint, data, config, device, context.log.info,
                               logged_config(family, storage, mlflow, pointer["mlflow_run_id"],
                                             checkpoint),
-                              scored=lambda protocol: scored_baselines(storage, protocol))
+                              scored=lambda protocol: scored_baselines(storage, protocol),
+                              cache_dir=storage.scratch / "cache" / "fold_models")
     figures = {**report.plots, "walk_forward_equity": walk_forward_chart(family, result, out_dir)}
     running = {k: v for k, v in report.metrics.items()
                if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",
@@ -414,10 +420,12 @@ def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
                           checkpoint_path=Path(pointer["checkpoint"]) / "policy.safetensors", **kwargs)
 
 
-def _evaluation_asset(family: str, upstream: str):
+def _evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
+    """``after``: evaluations whose fold models this one reuses (the ensemble's members)."""
+
     @dg.asset(
         name=f"{family}_evaluation",
-        deps=[upstream],
+        deps=[upstream, *after],
         group_name="evaluation",
         kinds={"pytorch", "duckdb", "mlflow"},
         owners=OWNERS,

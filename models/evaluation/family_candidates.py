@@ -3,29 +3,85 @@ production model's configuration, then predicts the fold's test windows."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from models.evaluation.walk_forward import Candidate
-from models.windows import TrainingData
+from models.windows import ARRAYS, TrainingData
+
+
+def fold_model_key(model_type: str, model_config: Mapping[str, Any], train_config: Any,
+                   train: TrainingData) -> str:
+    """What determines a fold's trained forecaster: its architecture, its training config and
+    the fold's train and validation arrays (seeded training gives the same weights)."""
+    h = hashlib.sha256(json.dumps([model_type, dict(model_config), _plain(train_config)],
+                                  sort_keys=True, default=str).encode())
+    for split in ("train", "validation"):
+        part = train.splits.get(split)
+        if part is None:
+            continue
+        for name in ARRAYS:
+            h.update(np.ascontiguousarray(getattr(part, name)).tobytes())
+    return h.hexdigest()[:32]
+
+
+def prune_fold_models(cache_dir: Path, keep_days: float = 14.0) -> None:
+    """Drop cached fold models not written for ``keep_days``: the cache serves the
+    evaluations of one dataset version, not history."""
+    import shutil
+    import time
+
+    cutoff = time.time() - keep_days * 86_400
+    for entry in cache_dir.iterdir():
+        if entry.is_dir() and not entry.name.startswith(".") and entry.stat().st_mtime < cutoff:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _plain(config: Any) -> Any:
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
 
 
 def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, Any],
-                         train_config: Any, *, device: str = "cpu") -> Candidate:
-    """``model_config`` as saved in the checkpoint, ``train_config`` a ``TrainConfig``."""
+                         train_config: Any, *, device: str = "cpu",
+                         cache_dir: Path | None = None) -> Candidate:
+    """``model_config`` as saved in the checkpoint, ``train_config`` a ``TrainConfig``.
+    With ``cache_dir``, each fold's trained model is kept there under ``fold_model_key``, so
+    the ensemble's walk-forward reuses the members' fold models instead of training them
+    again (and a re-run on the same data and configuration trains nothing)."""
     import torch
 
     from models.evaluation.evaluate import predict_windows
     from models.registry import build_model
+    from models.training.checkpoint import (
+        checkpoint_file,
+        load_checkpoint,
+        save_checkpoint,
+        sidecar_file,
+    )
     from models.training.loop import train_forecaster
 
-    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+    def trained(train: TrainingData) -> torch.nn.Module:
+        path = None
+        if cache_dir is not None:
+            path = Path(cache_dir) / f"{model_type}-{fold_model_key(model_type, model_config, train_config, train)}"
+            if sidecar_file(checkpoint_file(path)).exists():  # written last: complete
+                return load_checkpoint(path, device=device)[0]
         torch.manual_seed(int(getattr(train_config, "seed", 0)))
         model = build_model(model_type, dict(model_config))
         train_forecaster(model, train, train_config, device=device)
-        model = model.to(device).eval()
+        if path is not None:
+            save_checkpoint(path, model, model_type=model_type, config=dict(model_config))
+            prune_fold_models(Path(cache_dir))
+        return model
+
+    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+        model = trained(train).to(device).eval()
 
         def predict(d: TrainingData) -> np.ndarray:
             return predict_windows(name, model, d.window_dataset("test"), device=device,

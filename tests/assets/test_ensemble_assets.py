@@ -61,5 +61,9 @@ def test_ensemble_is_fitted_on_validation_registered_evaluated_and_ranked(foxhun
     same = pooled.filter(pl.col("protocol_id") == ens["protocol_id"][0])
     assert {"baseline:flat", "baseline:climatology", "baseline:lightgbm"} <= set(same["model"])
     assert same.filter(pl.col("family") == "baseline")["model"].is_unique().all()  # scored once
+    # the ensemble's walk-forward reused tft_evaluation's fold models: one per fold for tft,
+    # trained for the ensemble only for mamba2 (its evaluation was not materialized)
+    cached = sorted(p.name.split("-")[0] for p in (paths.home / "scratch" / "cache" / "fold_models").iterdir())
+    assert cached == ["mamba2", "mamba2", "tft", "tft"], cached
     board = (paths.table_dir("model_leaderboard") / "leaderboard.md").read_text()
     assert "foxhunt-ensemble" in board

@@ -79,3 +79,27 @@ def test_the_ensemble_refits_its_weights_on_each_folds_validation_split():
     # the members were fitted once per fold for the ensemble (and once for themselves), each
     # time on a fold with a validation split
     assert len(seen_validation) == 4 and min(seen_validation) > 0
+
+
+def test_a_cached_fold_model_is_reused_not_retrained(tmp_path, monkeypatch):
+    """The ensemble's walk-forward fits its members on the same folds the members' own
+    walk-forward did: with a cache directory the second fit loads the first one's model."""
+    import models.training.loop as loop
+
+    data = synthetic_training_data(n_rows={"train": 600, "validation": 200, "test": 200},
+                                   n_observed=4, n_known=2, n_static=1, lookback=8, horizon=2,
+                                   seed=3)
+    config = {"n_static": 1, "n_observed": 4, "n_known": 2, "lookback": 8, "horizon": 2,
+              "quantiles": list(DEFAULT_QUANTILES), "hidden": 8, "heads": 1,
+              "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
+    train = TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=2, max_val_batches=1)
+    calls = []
+    real = loop.train_forecaster
+    monkeypatch.setattr(loop, "train_forecaster", lambda *a, **k: calls.append(1) or real(*a, **k))
+    make = lambda cfg: forecaster_candidate("foxhunt-tft", "tft", cfg, train,  # noqa: E731
+                                            cache_dir=tmp_path)
+    first = make(config).fit(data)(data)
+    again = make(config).fit(data)(data)
+    assert len(calls) == 1 and np.array_equal(first, again)
+    make({**config, "hidden": 12}).fit(data)  # another configuration: trained
+    assert len(calls) == 2
