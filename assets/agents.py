@@ -62,22 +62,31 @@ class PPOTrainingConfig(_agent_fields(PPOConfig, "ppo_agent")):
 AgentTrainingConfig = DQNTrainingConfig | PPOTrainingConfig
 
 
+def agent_config(family: str, config: AgentTrainingConfig, device: str):
+    """The library's ``DQNConfig`` / ``PPOConfig`` for an asset Config: what training runs
+    and what the walk-forward retrains per fold."""
+    from models.agents import train as agents
+    from models.agents.trading_env import EnvConfig
+
+    fields = config.model_dump(exclude={"use_tuned"})
+    env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
+    cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
+    # a validation backtest (and a progress line) at least every 10% of the steps
+    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 10))
+    return cls.from_dict({**fields, "eval_freq": eval_freq, "device": device, "env": env})
+
+
 def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: AgentTrainingConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
     safetensors policy + SB3 zip, registered version, pointer for evaluation."""
     from models.agents import train as agents
-    from models.agents.trading_env import EnvConfig
 
     data = load_dataset(storage)
     choice = torch_device.choose()
     config, source = with_tuned_params(family, config, storage)
-    fields = config.model_dump(exclude={"use_tuned"})
-    env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
-    cls, train = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else (agents.PPOConfig, agents.train_ppo)
-    # a validation backtest (and a progress line) at least every 10% of the steps
-    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 10))
-    agent_cfg = cls.from_dict({**fields, "eval_freq": eval_freq, "device": str(choice.device), "env": env})
+    train = agents.train_dqn if family == "dqn" else agents.train_ppo
+    agent_cfg = agent_config(family, config, str(choice.device))
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
     profile = current_settings().profile

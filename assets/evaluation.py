@@ -193,17 +193,15 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
         meta = read_checkpoint_meta(checkpoint)
         return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device,
                                     cache_dir=cache_dir)
-    from assets.agents import DQNTrainingConfig, PPOTrainingConfig
+    from assets.agents import DQNTrainingConfig, PPOTrainingConfig, agent_config
     from models.agents import train as agents
     from models.agents.trading_env import EnvConfig
 
-    cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
     if not logged:
-        fields = (DQNTrainingConfig() if family == "dqn" else PPOTrainingConfig()).model_dump()
-        env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
-        fields["eval_freq"] = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 4))
-        logged = {**fields, "env": env}
-    elif isinstance(logged.get("env"), dict):
+        config = DQNTrainingConfig() if family == "dqn" else PPOTrainingConfig()
+        return agent_candidate(name, family, agent_config(family, config, device))
+    cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
+    if isinstance(logged.get("env"), dict):
         logged["env"] = EnvConfig(**logged["env"])
     return agent_candidate(name, family, cls.from_dict({**logged, "device": device}))
 

@@ -35,6 +35,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(autouse=True)
+def _settings_restored():
+    """A test that chooses a profile (the CLI exports it and loads the settings) does not
+    leave it to the tests after it."""
+    from foxhunt_pipeline.config import settings
+
+    env, current = os.environ.get("FOXHUNT_PROFILE"), settings._current
+    yield
+    if env is None:
+        os.environ.pop("FOXHUNT_PROFILE", None)
+    else:
+        os.environ["FOXHUNT_PROFILE"] = env
+    settings._current = current
+
+
 @pytest.fixture
 def foxhunt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "foxhunt_home"

@@ -11,6 +11,9 @@ from upath import UPath
 
 LANDED_SUFFIXES = (".dbn", ".dbn.zst")  # matched case-insensitively: X.DBN.ZST lands too
 PARTITIONS_NAME = "landed_files"
+#: what a generator writes beside a landed file (``foxhunt_pipeline.synthetic.run_metadata``):
+#: metadata about it, not a file to ingest or to warn about
+SIDECAR_SUFFIXES = (".generator.json",)
 
 
 def is_landed_name(name: str) -> bool:
@@ -33,8 +36,9 @@ def landed_file_names(landing: str | os.PathLike[str]) -> list[str]:
 
 def skipped_file_names(landing: str | os.PathLike[str]) -> list[str]:
     """Files in the landing zone that will never be ingested: not dot-files, not DBN by
-    their extension (``.csv``, ``.dbn.zstd``, ``.dbn.gz``)."""
-    return [n for n in _file_names(landing) if not n.startswith(".") and not is_landed_name(n)]
+    their extension (``.csv``, ``.dbn.zstd``, ``.dbn.gz``), not a landed file's sidecar."""
+    return [n for n in _file_names(landing) if not n.startswith(".") and not is_landed_name(n)
+            and not n.endswith(SIDECAR_SUFFIXES)]
 
 
 def skipped_message(skipped: list[str], shown: int = 5) -> str:

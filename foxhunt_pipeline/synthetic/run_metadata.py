@@ -20,7 +20,7 @@ from typing import Any
 
 from upath import UPath
 
-from foxhunt_pipeline.ingest.landing import landed_file_names
+from foxhunt_pipeline.ingest.landing import SIDECAR_SUFFIXES, landed_file_names
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.synthetic.dbn_writer import STEP_SECONDS, land
 from foxhunt_pipeline.synthetic.market import AR1_RHO
@@ -37,7 +37,7 @@ from foxhunt_pipeline.synthetic.signal import (
     oracle_cost_ticks,
 )
 
-SIDECAR_SUFFIX = ".generator.json"
+SIDECAR_SUFFIX = SIDECAR_SUFFIXES[0]
 FORMAT_VERSION = 1
 ORACLE_RULE = (
     f"long (short) when the oracle's expected {ORACLE_HORIZON}-bar move in ticks (it knows "

@@ -65,7 +65,8 @@ def test_automation_is_running_by_default():
 
 def test_names_match_in_any_case_and_other_extensions_are_reported_once(foxhunt_home):
     storage = FoxhuntStorage(home=str(foxhunt_home))
-    for name in ("ESH4.DBN.ZST", "b.Dbn", "c.dbn.zstd", "d.csv"):
+    # the generator's sidecar beside a landed file is neither ingested nor reported
+    for name in ("ESH4.DBN.ZST", "b.Dbn", "c.dbn.zstd", "d.csv", "b.Dbn.generator.json"):
         _land(foxhunt_home, name)
     assert landed_file_names(foxhunt_home / "landing") == ["ESH4.DBN.ZST", "b.Dbn"]
     with dg.instance_for_test() as instance:

@@ -3,6 +3,9 @@ training unless asked; long training says how far it is and how long is left."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -65,11 +68,18 @@ def test_progress_note_estimates_the_time_left():
     assert progress_note(0, 10, 5.0) == ""
 
 
-def test_every_automated_run_is_tagged_with_the_active_profile():
-    from foxhunt_pipeline import automation
-    from foxhunt_pipeline.config.settings import current_settings
+def test_every_automated_run_is_tagged_with_the_profile_its_code_location_loaded_with():
+    """The jobs, schedule and automation sensor are built when the code location loads, with
+    the profile of its environment (a fresh process, as `dagster dev` starts one)."""
+    import json
+    import subprocess
+    import sys
 
-    want = {automation.PROFILE_TAG: current_settings().profile}
-    for job in (automation.ingest_job, automation.retrain_job):
-        assert want.items() <= dict(job.tags or {}).items(), job.name
-    assert want.items() <= dict(automation.automation_sensor.run_tags).items()
+    code = ("import json; from foxhunt_pipeline import automation as a; print(json.dumps("
+            "[dict(a.ingest_job.tags or {}), dict(a.retrain_job.tags or {}), "
+            "dict(a.automation_sensor.run_tags or {}), a.PROFILE_TAG]))")
+    env = {**os.environ, "FOXHUNT_PROFILE": "demo"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2])
+    *tags, key = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(t.get(key) == "demo" for t in tags), tags
