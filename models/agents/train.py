@@ -23,6 +23,7 @@ import torch
 from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
@@ -282,6 +283,9 @@ def _learn(
     on_eval: EvalHook | None,
 ) -> AgentResult:
     callback = ValidationCallback(val, config.eval_freq, on_eval)
+    # SB3's default logger makes an empty /tmp/SB3-<time> directory per learn() call; the
+    # curve goes to on_eval (and MLflow) instead, so log nowhere
+    model.set_logger(Logger(folder=None, output_formats=[]))
     t0 = time.perf_counter()
     try:
         model.learn(total_timesteps=config.total_timesteps, callback=callback, progress_bar=False)

@@ -202,3 +202,13 @@ def test_configs_round_trip_through_plain_dicts():
         with pytest.raises(ValueError, match="unknown field"):
             cls.from_dict({**d, "bogus": 1})
     assert PPOConfig.demo().n_envs >= 2 and DQNConfig.demo().total_timesteps > 0
+
+
+def test_training_leaves_no_logger_directory_behind(data, tmp_path, monkeypatch):
+    """SB3's default logger made an empty SB3-<time> directory in the temp dir per run."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    train_dqn(data, small_dqn(total_timesteps=64, learning_starts=32))
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("SB3-")]
