@@ -72,7 +72,8 @@ def combine_quantiles(member_preds: Mapping[str, np.ndarray],
                       weights: Mapping[str, float]) -> np.ndarray:
     """The weighted average of the members' ``[W, H, Q]`` quantiles (a member may be a
     broadcastable ``[H, Q]``, as the climatology is)."""
-    names = [n for n in weights if weights[n] != 0.0] or list(weights)
+    names = list(weights)  # zero weights too: they carry the window count when only the
+    # broadcast climatology is weighted
     arrays = [np.asarray(member_preds[n], np.float64) for n in names]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     stacked = np.stack([np.broadcast_to(a, shape) for a in arrays])

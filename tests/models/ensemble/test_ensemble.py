@@ -79,3 +79,12 @@ def test_the_ensemble_is_the_weighted_average_and_survives_a_checkpoint(tmp_path
     only_tft = build_ensemble(["tft", "mamba2"], {"tft": 1.0, "mamba2": 0.0}, {"tft": tft, "mamba2": mamba},
                               horizon=data.horizon, quantiles=base["quantiles"])
     assert len(only_tft.members) == 1 and only_tft.config.names == ["tft"]
+
+
+def test_combined_quantiles_keep_every_window_when_only_the_climatology_is_weighted():
+    from models.ensemble.weights import combine_quantiles
+
+    member = np.zeros((7, 2, 3))
+    clim = np.arange(6, dtype=float).reshape(2, 3)
+    out = combine_quantiles({"tft": member, "climatology": clim}, {"tft": 0.0, "climatology": 1.0})
+    assert out.shape == (7, 2, 3) and np.array_equal(out[4], clim)
