@@ -12,7 +12,11 @@ The protocol, the same for every model and baseline:
 * Each fold re-fits its normalisation (observed features, target scale) on its own train
   part only, and every candidate is fitted from scratch on it (``Candidate.fit``).
 * Every candidate is scored on the same decision bars and costs (``models.evaluation
-  .backtest``); metrics per fold and pooled over all test bars, with circular block
+  .backtest``). A forecaster trades its median forecast of the ``decision_horizon``-bar
+  return (default: the dataset's horizon) against ``threshold_k`` x the one-way cost: a
+  1-bar forecast of a drift that pays over 5 bars seldom clears one tick, so the 1-bar rule
+  hid the skill the generator's drift offers (``docs/synthetic.md``). Metrics per fold and
+  pooled over all test bars, with circular block
   bootstrap CIs over the pooled bars at the level the caller gives (Bonferroni-adjusted
   for the number of models and baselines compared: ``bonferroni_level``).
 
@@ -336,9 +340,11 @@ def _positions_of(name: str, out: np.ndarray, split: SplitArrays, rows: np.ndarr
 
 def score_fold(candidate: Candidate, data: TrainingData, fold: Fold, *,
                cost_multiplier: float = 1.0, threshold_k: float = 1.0,
+               decision_horizon: int | None = None,
                row_days: np.ndarray | None = None) -> ScoredBars:
     """Fit ``candidate`` on the fold and backtest it on the fold's test bars; ``row_days``
     (one trade date per test row) labels the days of the daily IC."""
+    h = _decision_horizon(data.meta, decision_horizon)
     split = data.splits["test"]
     rows = decision_rows(split.window_starts, data.lookback)
     seg = np.asarray(split.segment)[rows]
@@ -367,7 +373,7 @@ def score_fold(candidate: Candidate, data: TrainingData, fold: Fold, *,
         outcome = np.asarray(split.targets[rows], np.float64) / data.target_scale
         qm = {k: v for k, v in forecast_metrics(pred, outcome, quantiles).items()
               if k in ("q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean")}
-        pos = threshold_positions(median[:, 0] * data.target_scale, cost, threshold_k)
+        pos = threshold_positions(median[:, h - 1] * data.target_scale, cost, threshold_k)
     else:
         pos = _positions_of(candidate.name, out, split, rows)
     bt = run_backtest(pos, returns, cost, runs, float(data.meta["bars_per_year"]))
@@ -380,6 +386,14 @@ def score_fold(candidate: Candidate, data: TrainingData, fold: Fold, *,
              else (np.asarray(split.ts_event)[rows] // 86_400_000_000_000).astype(str)),
         ts=np.asarray(split.ts_event)[rows], n_trades=bt.metrics["n_trades"],
         turnover=bt.metrics["turnover"], median=median, outcome=outcome, quantile_metrics=qm)
+
+
+def _decision_horizon(meta: Mapping[str, Any], decision_horizon: int | None) -> int:
+    horizon = int(meta["horizon"])
+    h = horizon if decision_horizon is None else int(decision_horizon)
+    if not 1 <= h <= horizon:
+        raise WalkForwardError(f"decision_horizon={h} is outside the forecast's 1..{horizon}")
+    return h
 
 
 def dates_of_rows(pool: RowPool, ts: np.ndarray) -> np.ndarray:
@@ -530,9 +544,11 @@ def dataset_version(pool: RowPool) -> str:
 
 
 def protocol_of(pool: RowPool, folds: Sequence[Fold], config: WalkForwardConfig, *,
-                cost_multiplier: float, level: float, bootstrap: int) -> dict[str, Any]:
+                cost_multiplier: float, level: float, bootstrap: int,
+                decision_horizon: int | None = None) -> dict[str, Any]:
     meta = pool.meta
     return {
+        "decision_horizon": _decision_horizon(meta, decision_horizon),
         "dataset_version": dataset_version(pool),
         "folds": [{"fold": f.number, **f.describe()} for f in folds],
         "walk_forward": asdict(config),
@@ -549,12 +565,14 @@ def protocol_hash(protocol: Mapping[str, Any]) -> str:
 
 
 def protocol_id_for(pool: RowPool, config: WalkForwardConfig, *, n_compared: int,
-                    cost_multiplier: float = 1.0, bootstrap: int = 1000) -> str:
+                    cost_multiplier: float = 1.0, bootstrap: int = 1000,
+                    decision_horizon: int | None = None) -> str:
     """The id ``walk_forward`` will give its result, known before anything is trained (so a
     caller can skip candidates already scored under it)."""
     return protocol_hash(protocol_of(pool, plan_folds(pool.dates, config), config,
                                      cost_multiplier=cost_multiplier,
-                                     level=bonferroni_level(n_compared), bootstrap=bootstrap))
+                                     level=bonferroni_level(n_compared), bootstrap=bootstrap,
+                                     decision_horizon=decision_horizon))
 
 
 def walk_forward(
@@ -565,6 +583,7 @@ def walk_forward(
     n_compared: int | None = None,
     cost_multiplier: float = 1.0,
     threshold_k: float = 1.0,
+    decision_horizon: int | None = None,
     bootstrap: int = 1000,
     seed: int = 0,
     on_fold: Callable[[Fold, TrainingData], None] | None = None,
@@ -583,12 +602,13 @@ def walk_forward(
         days = dates_of_rows(pool, ts)
         for c in candidates:
             sb = score_fold(c, data, fold, cost_multiplier=cost_multiplier,
-                            threshold_k=threshold_k, row_days=days)
+                            threshold_k=threshold_k, decision_horizon=decision_horizon,
+                            row_days=days)
             m = bar_metrics(sb, bars_per_year, level=level, bootstrap=bootstrap, seed=seed)
             m.update(sb.quantile_metrics)
             per[c.name].append((FoldResult(fold, m, int(ts.min()), int(ts.max())), sb))
     protocol = protocol_of(pool, folds, config, cost_multiplier=cost_multiplier, level=level,
-                           bootstrap=bootstrap)
+                           bootstrap=bootstrap, decision_horizon=decision_horizon)
     results = {}
     for c in candidates:
         pooled_bars = ScoredBars.concat([sb for _, sb in per[c.name]])

@@ -155,6 +155,34 @@ def test_protocol_id_changes_with_costs_folds_and_data(signal_pool, noise_pool):
     assert protocol_id_for(signal_pool, CFG, n_compared=len(cands), bootstrap=20) == a.protocol_id
 
 
+def test_forecasters_trade_the_forecast_at_the_decision_horizon(signal_pool):
+    """A drift that pays over the horizon but not over one bar: the last horizon's median
+    clears the cost, the first one's does not. It trades by default (decision horizon =
+    the dataset's horizon) and not with decision_horizon=1; the rule is in the protocol."""
+    def fit(train):
+        def predict(d):
+            t = d.splits["test"]
+            rows = decision_rows(t.window_starts, d.lookback)
+            cost = d.cost_log_return("test")[rows] / d.target_scale
+            sign = np.where(np.asarray(t.observed[rows, 0]) > 0, 1.0, -1.0)
+            per_h = np.linspace(0.5, 3.0, d.horizon)  # x cost: only the last clears it
+            med = sign[:, None] * cost[:, None] * per_h[None, :]
+            return med[:, :, None] + np.linspace(-1, 1, len(d.meta["quantiles"]))[None, None]
+        return predict
+    cand = [Candidate("foxhunt-drift", "forecaster", fit)]
+    default = walk_forward(signal_pool, cand, CFG, bootstrap=10)
+    one_bar = walk_forward(signal_pool, cand, CFG, bootstrap=10, decision_horizon=1)
+    assert default.candidates["foxhunt-drift"].pooled["n_trades"] > 0
+    assert one_bar.candidates["foxhunt-drift"].pooled["n_trades"] == 0
+    assert default.protocol["decision_horizon"] == HORIZON
+    assert one_bar.protocol["decision_horizon"] == 1
+    assert one_bar.protocol_id != default.protocol_id
+    assert protocol_id_for(signal_pool, CFG, n_compared=1, bootstrap=10,
+                           decision_horizon=1) == one_bar.protocol_id
+    with pytest.raises(WalkForwardError, match=r"decision_horizon=3 is outside .*1\.\.2"):
+        walk_forward(signal_pool, cand, CFG, bootstrap=10, decision_horizon=3)
+
+
 def test_a_failing_fold_names_itself(signal_pool):
     def fit(train):
         if train.meta["fold"]["number"] == 2:
