@@ -96,9 +96,12 @@ def agent_candidate(name: str, algo: str, agent_config: Any) -> Candidate:
     from models.agents.trading_env import evaluate_positions
 
     train_fn = agents.train_dqn if algo == "dqn" else agents.train_ppo
+    # the validation curve is a progress report, not part of training: a fold model is
+    # trained the same way without the periodic validation backtests
+    quiet = dataclasses.replace(agent_config, eval_freq=0)
 
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-        policy = agents.policy_net_from_model(train_fn(train, agent_config).model)
+        policy = agents.policy_net_from_model(train_fn(train, quiet).model)
 
         def predict(d: TrainingData) -> np.ndarray:
             replay = evaluate_positions(policy, d, "test")
