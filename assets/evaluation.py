@@ -55,6 +55,13 @@ class EvaluationConfig(dg.Config):
     validation_days: int = sized("walk_forward", "validation_days", 2,
                                  "Trade dates before the embargo kept for early stopping.")
     lightgbm: bool = True  # score baseline:lightgbm beside the simple baselines
+    lightgbm_quantiles: list[float] = sized(
+        "lightgbm", "fit_quantiles", [], "Quantiles LightGBM fits (the others interpolated); "
+        "empty: every quantile of the dataset.")
+    lightgbm_rounds: int = sized("lightgbm", "num_boost_round", 200,
+                                 "Boosting rounds at most (early stopping on validation).")
+    lightgbm_max_rows: int = sized("lightgbm", "max_train_rows", 60_000,
+                                   "Train windows LightGBM sees at most (an even stride).")
 
 
 def walk_forward_config(config: EvaluationConfig):
@@ -135,7 +142,9 @@ def baseline_candidates(config: EvaluationConfig) -> list:
     )
 
     out = [*trading_baselines((1,)), climatology_candidate()]
-    lgb = lightgbm_candidate(seed=config.seed) if config.lightgbm else None
+    lgb = lightgbm_candidate(seed=config.seed, fit_quantiles=config.lightgbm_quantiles or None,
+                             num_boost_round=config.lightgbm_rounds,
+                             max_train_rows=config.lightgbm_max_rows) if config.lightgbm else None
     return out + ([lgb] if lgb is not None else [])
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from foxhunt_pipeline.config.profiles import PROFILES
+from foxhunt_pipeline.storage.model_store import FAMILIES as MODEL_FAMILIES
 from models.evaluation.family_candidates import forecaster_candidate
 from models.evaluation.walk_forward import (
     Candidate,
@@ -43,7 +44,7 @@ from models.training.loop import TrainConfig
 from tests.walk_forward_data import generated_pool
 
 MODEL_CONFIGS = {"tft": TFTConfig, "mamba2": Mamba2Config}
-N_FAMILIES = 4  # tft, mamba2, dqn, ppo: all make skill claims on the protocol
+N_FAMILIES = len(MODEL_FAMILIES)  # every registered family makes skill claims on the protocol
 
 
 def profile_candidate(family: str, pool: RowPool, profile: str = "demo") -> Candidate:
@@ -63,7 +64,7 @@ def profile_candidate(family: str, pool: RowPool, profile: str = "demo") -> Cand
 def run(pool: RowPool, families: list[str], lightgbm: bool, profile: str = "demo"):
     baselines = [*trading_baselines((1,)), climatology_candidate()]
     if lightgbm:
-        baselines.append(lightgbm_candidate(seed=0))
+        baselines.append(lightgbm_candidate(seed=0, **PROFILES[profile].get("lightgbm", {})))
     wf = PROFILES[profile]["walk_forward"]
     bootstrap = int(PROFILES[profile].get("evaluation", {}).get("bootstrap", 1000))
     candidates = [profile_candidate(f, pool, profile) for f in families] + baselines

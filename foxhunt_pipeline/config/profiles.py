@@ -21,6 +21,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "evaluation": {"latency_calls": 200, "bootstrap": 500},
         # walk-forward: 3 folds x 2 test trade dates (12 calendar days hold ~9 trade dates)
         "walk_forward": {"folds": 3, "test_days": 2, "validation_days": 1},
+        "lightgbm": {"fit_quantiles": [0.1, 0.5, 0.9], "num_boost_round": 100,
+                     "max_train_rows": 20_000},
         "tuning": {"n_trials": 8, "timeout_s": 600, "epochs": 2, "max_batches_per_epoch": 30,
                    "total_timesteps": 5_000},
     },
@@ -33,6 +35,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "ppo_agent": {"total_timesteps": 2_048},
         "evaluation": {"latency_calls": 30, "bootstrap": 100},
         "walk_forward": {"folds": 2, "test_days": 1, "validation_days": 1},
+        "lightgbm": {"fit_quantiles": [0.1, 0.5, 0.9], "num_boost_round": 60,
+                     "max_train_rows": 10_000},
         "tuning": {"n_trials": 5, "timeout_s": 300, "epochs": 1, "max_batches_per_epoch": 5,
                    "total_timesteps": 1_000},
     },
