@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 # CPU build by default; GPU users: make TORCH_SPEC="torch==2.13.0" TORCH_INDEX="<your CUDA wheel index>" ...
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-PYTEST_ARGS ?=
+# two workers (loadfile keeps a module's fixtures in one worker); more where there are cores
+PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadfile
 
 .PHONY: install install-test demo test ui lint clean
 
