@@ -193,7 +193,7 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
     echo(f"demo finished in {time.perf_counter() - t0:.0f}s: {'all steps passed' if ok else 'SOME STEPS FAILED'}")
     echo("Where to look:")
     echo(f"  Dagster UI : foxhunt ui --home {paths.home}   (http://127.0.0.1:3000)")
-    echo(f"  MLflow UI  : mlflow ui --backend-store-uri {paths.mlflow_tracking_uri}")
+    echo("  MLflow UI  : started by foxhunt ui next to it   (http://127.0.0.1:3001)")
     echo(f"  DuckDB     : foxhunt sql --home {paths.home} \"select model, precision, sharpe from model_evaluations\"")
     return ok
 
