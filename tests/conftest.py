@@ -17,7 +17,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         import torch
 
-        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+        # one thread per xdist worker (the workers already fill the cores), else up to two
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // workers)))
     except ImportError:
         pass
 

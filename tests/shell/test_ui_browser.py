@@ -76,7 +76,8 @@ def server(tmp_path_factory):
             os.environ[k] = v
     port = _free_port()
     env = dict(os.environ, FOXHUNT_HOME=str(home), DAGSTER_HOME=str(paths.dagster_home),
-               FOXHUNT_PROFILE="fast", FOXHUNT_LANDING_INTERVAL="5", FOXHUNT_AUTOMATION_INTERVAL="10")
+               FOXHUNT_PROFILE="fast", FOXHUNT_LANDING_INTERVAL="5", FOXHUNT_AUTOMATION_INTERVAL="10",
+               OMP_NUM_THREADS="1")  # its runs share the cores with the other test workers
     log = home / "dagster-dev.log"
     # dagster dev ignores SIGTERM: own process group, SIGINT then SIGKILL at the end
     proc = subprocess.Popen(
@@ -190,7 +191,8 @@ def test_launch_materialization_over_graphql_and_see_it_on_the_asset_page(server
 def test_landed_files_flow_to_a_trained_model_without_anyone_pressing_a_button(server):
     from foxhunt_pipeline.synthetic.generate import generate
 
-    generate(server.paths.landing, days=9, roots=("ES",), schema="ohlcv-1m", seed=11)
+    # 7 UTC days: the fewest that hold the trade dates the fast profile's split needs
+    generate(server.paths.landing, days=7, roots=("ES",), schema="ohlcv-1m", seed=11)
     wanted = ["raw_bars", "continuous_bars", "features", "training_dataset"]
     deadline = time.time() + float(os.environ.get("FOXHUNT_E2E_TIMEOUT", "900"))
     seen: set[str] = set()
