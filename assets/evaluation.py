@@ -17,6 +17,7 @@ import polars as pl
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.config_fields import sized
 from assets.training import load_current_model, load_dataset
+from foxhunt_pipeline.features.grid import trade_dates
 from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
@@ -123,15 +124,6 @@ def _png_markdown(plots: dict[str, Path]) -> str:
         data = base64.b64encode(Path(path).read_bytes()).decode()
         parts.append(f"**{name}**\n\n![{name}](data:image/png;base64,{data})")
     return "\n\n".join(parts)
-
-
-def trade_dates(ts_ns) -> np.ndarray:
-    """CME trade date of each timestamp (the features' calendar)."""
-    from foxhunt_pipeline.features.grid import trade_date_expr
-
-    frame = pl.DataFrame({"ts_event": pl.Series(np.asarray(ts_ns, np.int64)).cast(
-        pl.Datetime("ns", "UTC"))})
-    return frame.select(trade_date_expr().cast(pl.String)).to_series().to_numpy()
 
 
 def baseline_candidates(config: EvaluationConfig) -> list:

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.features import build_features
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
-from foxhunt_pipeline.features.grid import trade_date_expr
+from foxhunt_pipeline.features.grid import trade_dates
 from foxhunt_pipeline.features.library import DEFAULT_GROUPS, FeatureConfig
 from foxhunt_pipeline.ingest.decode import ingest_dbn_file
 from foxhunt_pipeline.instruments.rolls import build_continuous
@@ -21,11 +20,16 @@ from models.evaluation.walk_forward import RowPool, row_pool
 from models.windows import TrainingData
 
 
-def trade_dates(ts_ns: np.ndarray) -> np.ndarray:
-    """CME trade date of each timestamp (what the evaluation asset uses)."""
-    frame = pl.DataFrame({"ts_event": pl.Series(np.asarray(ts_ns, np.int64)).cast(
-        pl.Datetime("ns", "UTC"))})
-    return frame.select(trade_date_expr().cast(pl.String)).to_series().to_numpy()
+def continuous_from(files: Sequence[Path], workdir: Path) -> pl.DataFrame:
+    """Landed DBN files decoded into ``workdir/raw`` and rolled into continuous series."""
+    parts = []
+    for i, f in enumerate(files):
+        dest = workdir / "raw" / f"{i}.parquet"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        ingest_dbn_file(f, dest)
+        parts.append(dest)
+    continuous, _ = build_continuous(pl.scan_parquet(parts))
+    return continuous
 
 
 def generated_dataset(workdir: Path, *, days: int, roots: Sequence[str], seed: int = 7,
@@ -35,13 +39,7 @@ def generated_dataset(workdir: Path, *, days: int, roots: Sequence[str], seed: i
     features and dataset assets' defaults (1 tick + $1 fee per side)."""
     files = generate(workdir / "landing", days=days, roots=tuple(roots), seed=seed,
                      random_walk=random_walk)
-    parts = []
-    for i, f in enumerate(files):
-        dest = workdir / "raw" / f"{i}.parquet"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        ingest_dbn_file(f, dest)
-        parts.append(dest)
-    continuous, _ = build_continuous(pl.scan_parquet(parts))
+    continuous = continuous_from(files, workdir)
     features = build_features(continuous, FeatureConfig(groups=groups))
     return build_training_dataset(features, DatasetConfig(fee_per_contract=1.0),
                                   close_prices=continuous)

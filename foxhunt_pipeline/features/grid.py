@@ -17,6 +17,7 @@ axis, so we fill the holes, but only where filling is honest:
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 EXCHANGE_TZ = "America/Chicago"
@@ -33,6 +34,14 @@ def session_clock(ts: str = "ts_event") -> pl.Expr:
 def trade_date_expr(ts: str = "ts_event") -> pl.Expr:
     """CME trade date: 17:00 CT rolls to the next calendar day (DST-safe, wall-clock)."""
     return session_clock(ts).dt.date()
+
+
+def trade_dates(ts_ns) -> np.ndarray:
+    """The CME trade date (ISO string) of each UTC-nanosecond timestamp: how the walk-forward
+    cuts its folds."""
+    frame = pl.DataFrame({"ts_event": pl.Series(np.asarray(ts_ns, np.int64)).cast(
+        pl.Datetime("ns", "UTC"))})
+    return frame.select(trade_date_expr().cast(pl.String)).to_series().to_numpy()
 
 
 def session_minute_expr(ts: str = "ts_event") -> pl.Expr:

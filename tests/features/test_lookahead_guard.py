@@ -6,18 +6,16 @@ random-walk data, something leaks the future: fix the leak, never the threshold.
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 import pytest
 import torch
 
 from foxhunt_pipeline.features import build_features
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
-from foxhunt_pipeline.ingest.decode import ingest_dbn_file
-from foxhunt_pipeline.instruments.rolls import build_continuous
 from foxhunt_pipeline.synthetic.generate import generate
 from models.evaluation.evaluate import evaluate_forecaster
 from models.tft.model import TemporalFusionTransformer, TFTConfig
 from models.training.loop import TrainConfig, train_forecaster
+from tests.walk_forward_data import continuous_from
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +23,7 @@ pytestmark = pytest.mark.slow
 def _dataset(tmp_path, random_walk: bool):
     landing = tmp_path / "landing"
     files = generate(landing, days=12, roots=("ES",), schema="ohlcv-1m", seed=21, random_walk=random_walk)
-    parts = []
-    for i, f in enumerate(files):
-        dest = tmp_path / "raw" / f"{i}.parquet"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        ingest_dbn_file(f, dest)
-        parts.append(dest)
-    continuous, _ = build_continuous(pl.scan_parquet(parts))
+    continuous = continuous_from(files, tmp_path)
     feats = build_features(continuous)
     return build_training_dataset(feats, DatasetConfig(), close_prices=continuous)
 

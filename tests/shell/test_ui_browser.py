@@ -191,8 +191,7 @@ def test_launch_materialization_over_graphql_and_see_it_on_the_asset_page(server
 def test_landed_files_flow_to_a_trained_model_without_anyone_pressing_a_button(server):
     from foxhunt_pipeline.synthetic.generate import generate
 
-    # 7 UTC days: the fewest that hold the trade dates the fast profile's split needs
-    generate(server.paths.landing, days=7, roots=("ES",), schema="ohlcv-1m", seed=11)
+    generate(server.paths.landing, days=9, roots=("ES",), schema="ohlcv-1m", seed=11)
     wanted = ["raw_bars", "continuous_bars", "features", "training_dataset"]
     deadline = time.time() + float(os.environ.get("FOXHUNT_E2E_TIMEOUT", "900"))
     seen: set[str] = set()

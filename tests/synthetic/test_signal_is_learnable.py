@@ -11,16 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 
 from foxhunt_pipeline.features import build_features
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
 from foxhunt_pipeline.features.library import FeatureConfig
-from foxhunt_pipeline.ingest.decode import ingest_dbn_file
-from foxhunt_pipeline.instruments.rolls import build_continuous
 from foxhunt_pipeline.synthetic import generate
 from models.evaluation.lightgbm_baseline import fit_lightgbm_quantiles
+from tests.walk_forward_data import continuous_from
 
 pytestmark = pytest.mark.slow
 HORIZON = 5
@@ -29,11 +27,7 @@ HORIZON = 5
 def _test_ic(tmp_path: Path, random_walk: bool) -> tuple[float, int]:
     files = generate(tmp_path / "landing", days=10, roots=("ES",), seed=7,
                      random_walk=random_walk)
-    parts = [tmp_path / "raw" / f"{i}.parquet" for i in range(len(files))]
-    for f, dest in zip(files, parts, strict=True):
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        ingest_dbn_file(f, dest)
-    continuous, _ = build_continuous(pl.scan_parquet(parts))
+    continuous = continuous_from(files, tmp_path)
     features = build_features(continuous, FeatureConfig(groups=("returns", "momentum")))
     data = build_training_dataset(features, DatasetConfig(fractions=(0.5, 0.15, 0.35)),
                                   close_prices=continuous)
