@@ -54,13 +54,24 @@ class QuantizationReport:
         return out
 
     def to_json(self, path: str | os.PathLike[str]) -> Path:
+        """The report, atomically; artifact paths relative to the report's directory when
+        they lie under it, so a moved home (or a copy in object storage) still finds them."""
+        from models.atomic import atomic_write
+
         path = Path(path)
-        path.write_text(json.dumps({
+        text = json.dumps({
             "model": self.model, "kind": self.kind, "recommended": self.recommended,
             "reason": self.reason, "rows": self.rows,
-            "artifacts": {p: str(a) for p, a in self.artifacts.items()},
-        }, indent=2, default=str))
-        return path
+            "artifacts": {p: _relative_to(Path(a), path.parent) for p, a in self.artifacts.items()},
+        }, indent=2, default=str)
+        return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def _relative_to(target: Path, base: Path) -> str:
+    try:
+        return target.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(target)
 
 
 def quantize_forecaster(

@@ -151,11 +151,13 @@ def test_quantized_variants_are_reported_and_accepted_ones_registered(pipeline):
     precisions = set()
     for family in FAMILIES:
         pointer = json.loads((paths.checkpoints / family / "current.json").read_text())
-        report = json.loads((Path(pointer["run_dir"]) / "quantized" / "quantization.json").read_text())
+        quantized = Path(pointer["run_dir"]) / "quantized"
+        report = json.loads((quantized / "quantization.json").read_text())
         assert {r["precision"] for r in report["rows"]} >= {"fp32", "int8"}, family
         assert report["recommended"] and report["reason"], family
         for precision, artifact in report["artifacts"].items():
-            fn, meta = load_artifact(artifact)
+            assert not Path(artifact).is_absolute(), artifact  # a moved home still finds it
+            fn, meta = load_artifact(quantized / artifact)
             assert meta["precision"] == precision
         precisions |= {v.tags.get("precision") for v in client.search_model_versions(f"name='foxhunt-{family}'")}
     assert "fp32" in precisions and precisions - {"fp32"}, precisions
@@ -168,9 +170,10 @@ def test_foxhunt_predict_runs_an_exported_forecaster_on_the_features_table(pipel
 
     paths, *_ = pipeline
     pointer = json.loads((paths.checkpoints / "mamba2" / "current.json").read_text())
-    report = json.loads((Path(pointer["run_dir"]) / "quantized" / "quantization.json").read_text())
+    quantized = Path(pointer["run_dir"]) / "quantized"
+    report = json.loads((quantized / "quantization.json").read_text())
     assert report["artifacts"], report["rows"]
-    artifact = next(iter(report["artifacts"].values()))
+    artifact = str(quantized / next(iter(report["artifacts"].values())))
     out = tmp_path / "pred.parquet"
     result = CliRunner().invoke(main, ["predict", artifact, "--root", "ES", "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,6 +42,10 @@ def test_forecaster_report_exports_accepted_variants_and_recommends(data, tmp_pa
     assert md["recommended"] == report.recommended and "int8/metric_rel_change" in md
     saved = json.loads(report.to_json(tmp_path / "report.json").read_text())
     assert saved["recommended"] == report.recommended
+    # artifacts are named relative to the report, so a moved home still finds them
+    assert {p: (tmp_path / a).resolve() for p, a in saved["artifacts"].items()} == \
+        {p: Path(a).resolve() for p, a in report.artifacts.items()}
+    assert not any(Path(a).is_absolute() for a in saved["artifacts"].values())
 
 
 def test_forecaster_report_rejects_beyond_tolerance_and_exports_nothing_for_it(data, tmp_path):
