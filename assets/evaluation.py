@@ -127,7 +127,7 @@ def _png_markdown(plots: dict[str, Path]) -> str:
 
 
 def baseline_candidates(config: EvaluationConfig) -> list:
-    from models.evaluation.walk_forward import (
+    from models.evaluation.candidates import (
         climatology_candidate,
         lightgbm_candidate,
         trading_baselines,
@@ -181,16 +181,11 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
         return ensemble_candidate(name, members,
                                   include_climatology=logged.get("include_climatology", True))
     if family in ("tft", "mamba2"):
-        from assets.training import Mamba2TrainingConfig, TFTTrainingConfig
+        from assets.training import Mamba2TrainingConfig, TFTTrainingConfig, train_config
         from models.training.checkpoint import read_checkpoint_meta
-        from models.training.loop import TrainConfig
 
         cls = TFTTrainingConfig if family == "tft" else Mamba2TrainingConfig
-        cfg = cls(**{k: v for k, v in logged.items() if k in cls.model_fields})
-        train = TrainConfig(epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.learning_rate,
-                            weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
-                            patience=cfg.patience, seed=cfg.seed,
-                            max_batches_per_epoch=cfg.max_batches_per_epoch or None)
+        train = train_config(cls(**{k: v for k, v in logged.items() if k in cls.model_fields}))
         meta = read_checkpoint_meta(checkpoint)
         return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device,
                                     cache_dir=cache_dir)
@@ -430,7 +425,9 @@ def _evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
         owners=OWNERS,
         code_version=code_version_of("models.evaluation.evaluate", "models.evaluation.backtest",
                                      "models.evaluation.metrics", "models.evaluation.walk_forward",
-                                     "models.evaluation.family_candidates"),
+                                     "models.evaluation.candidates", "models.evaluation.skill",
+                                     "models.evaluation.family_candidates",
+                                     "models.evaluation.lightgbm_baseline"),
         automation_condition=EAGER_AFTER_CHECKS,
         description=f"Walk-forward evaluation of {upstream}'s configuration: one fresh model per "
         "fold, scored with costs and next-bar fills on the same folds and bars as the flat / "

@@ -89,6 +89,16 @@ class Mamba2TrainingConfig(_training_fields("mamba2_model")):
 ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig
 
 
+def train_config(config: ForecasterTrainingConfig, **overrides) -> TrainConfig:
+    """The library's ``TrainConfig`` for an asset Config: what training runs, what the
+    walk-forward retrains per fold and (with ``overrides``) what a tuning trial runs."""
+    fields = dict(epochs=config.epochs, batch_size=config.batch_size, lr=config.learning_rate,
+                  weight_decay=config.weight_decay, grad_clip=config.grad_clip,
+                  patience=config.patience, seed=config.seed,
+                  max_batches_per_epoch=config.max_batches_per_epoch or None)
+    return TrainConfig(**{**fields, **overrides})
+
+
 def _dataset_path(storage: FoxhuntStorage) -> Path:
     try:
         return dataset_store.local_dir(storage.warehouse_root, storage.scratch / "cache")
@@ -144,7 +154,7 @@ def train_forecaster_asset(
     register a model version, publish the pointer evaluation reads."""
     from models.registry import build_model
     from models.training.checkpoint import save_checkpoint
-    from models.training.loop import TrainConfig, TrainingDivergedError, train_forecaster
+    from models.training.loop import TrainingDivergedError, train_forecaster
     from models.windows import DEFAULT_QUANTILES
 
     data = load_dataset(storage)
@@ -155,11 +165,7 @@ def train_forecaster_asset(
         "quantiles": list(data.meta.get("quantiles", DEFAULT_QUANTILES)), **model_params,
     }
     model = build_model(family, model_config)
-    train_cfg = TrainConfig(
-        epochs=config.epochs, batch_size=config.batch_size, lr=config.learning_rate,
-        weight_decay=config.weight_decay, grad_clip=config.grad_clip, patience=config.patience,
-        max_batches_per_epoch=config.max_batches_per_epoch or None, seed=config.seed,
-    )
+    train_cfg = train_config(config)
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)
     profile = current_settings().profile

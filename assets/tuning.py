@@ -17,6 +17,7 @@ from assets.training import (
     Mamba2TrainingConfig,
     TFTTrainingConfig,
     load_dataset,
+    train_config,
 )
 from foxhunt_pipeline.config import deploy_profile
 from resources.mlflow_tracking import MLflowResource, TrackedRun
@@ -45,7 +46,6 @@ class TuningConfig(dg.Config):
 
 def _objective(family: str, config: TuningConfig, data, choice):
     """``(trial, on_point) -> value`` for the family, on the validation split."""
-    from models.training.loop import TrainConfig
     from models.tuning import objective
     from models.tuning.spaces import FORECASTERS, MODEL_FIELDS, suggest
 
@@ -53,10 +53,8 @@ def _objective(family: str, config: TuningConfig, data, choice):
     if family in FORECASTERS:
         base_model = {k: getattr(base, k) for k in MODEL_FIELDS[family]}
         base_model.update({k: getattr(base, k) for k in ("d_state", "chunk_size") if hasattr(base, k)})
-        train = TrainConfig(epochs=config.epochs, batch_size=base.batch_size, lr=base.learning_rate,
-                            weight_decay=base.weight_decay, grad_clip=base.grad_clip,
-                            patience=base.patience, seed=base.seed,
-                            max_batches_per_epoch=config.max_batches_per_epoch or base.max_batches_per_epoch or None)
+        train = train_config(base, epochs=config.epochs, max_batches_per_epoch=(
+            config.max_batches_per_epoch or base.max_batches_per_epoch or None))
 
         def run(trial, on_point):
             params = suggest(family, trial, base.hidden)

@@ -28,16 +28,14 @@ import torch
 
 from foxhunt_pipeline.config.profiles import PROFILES
 from foxhunt_pipeline.storage.model_store import FAMILIES as MODEL_FAMILIES
-from models.evaluation.family_candidates import forecaster_candidate
-from models.evaluation.walk_forward import (
+from models.evaluation.candidates import (
     Candidate,
-    RowPool,
-    WalkForwardConfig,
     climatology_candidate,
     lightgbm_candidate,
     trading_baselines,
-    walk_forward,
 )
+from models.evaluation.family_candidates import forecaster_candidate
+from models.evaluation.walk_forward import RowPool, WalkForwardConfig, walk_forward
 from models.mamba2.model import Mamba2Config
 from models.tft.model import TFTConfig
 from models.training.loop import TrainConfig

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from models.evaluation.walk_forward import Candidate
+from models.evaluation.candidates import Candidate
 from models.windows import ARRAYS, TrainingData
 
 

@@ -30,29 +30,19 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from models.evaluation.backtest import decision_rows, run_backtest, threshold_positions
-from models.evaluation.baselines import (
-    climatology_forecast,
-    climatology_quantiles,
-    momentum_positions,
-)
+from models.evaluation.candidates import Candidate
 from models.evaluation.metrics import (
-    block_bootstrap_ci,
-    direction_hits,
-    directional_accuracy_ci,
     forecast_metrics,
     quantile_index,
-    sharpe_ci,
-    sharpe_ratio,
 )
+from models.evaluation.skill import ScoredBars, bar_metrics, bonferroni_level
 from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
-
-FAMILY_WISE_ALPHA = 0.05
 
 
 class WalkForwardError(ValueError):
@@ -243,90 +233,7 @@ def fold_data(pool: RowPool, fold: Fold, config: WalkForwardConfig) -> TrainingD
     return TrainingData(meta=fold_meta, splits=parts)
 
 
-# --- candidates -----------------------------------------------------------------------
-
-#: fit(fold data) -> predict(fold data) -> quantiles [W, H, Q] (target-scaled) for a
-#: forecaster, or positions in [-1, 1] per test window (or per test row) otherwise.
-Fit = Callable[[TrainingData], Callable[[TrainingData], np.ndarray]]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    name: str  # "foxhunt-tft", "baseline:lightgbm", ...
-    kind: Literal["forecaster", "positions"]
-    fit: Fit
-
-
-def trading_baselines(momentum_lookbacks: Sequence[int] = (1,)) -> list[Candidate]:
-    """flat, buy-and-hold and momentum: no fitting, positions from past data only."""
-    def constant(value: float) -> Fit:
-        def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-            return lambda d: np.full(d.splits["test"].n_windows, value)
-        return fit
-
-    def momentum(lb: int) -> Fit:
-        def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-            def predict(d: TrainingData) -> np.ndarray:
-                s = d.splits["test"]
-                return momentum_positions(s, decision_rows(s.window_starts, d.lookback), lb)
-            return predict
-        return fit
-
-    out = [Candidate("baseline:flat", "positions", constant(0.0)),
-           Candidate("baseline:buy_and_hold", "positions", constant(1.0))]
-    out += [Candidate(f"baseline:momentum_{lb}", "positions", momentum(lb))
-            for lb in momentum_lookbacks]
-    return out
-
-
-def climatology_candidate() -> Candidate:
-    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-        clim = climatology_quantiles(train, list(train.meta["quantiles"]))
-        return lambda d: climatology_forecast(clim, d.splits["test"].n_windows)
-    return Candidate("baseline:climatology", "forecaster", fit)
-
-
-def lightgbm_candidate(seed: int = 0, **params: Any) -> Candidate:
-    """``baseline:lightgbm``: gradient-boosted quantiles on the same window features, the bar
-    a deep model must clear to be worth its cost."""
-    from models.evaluation import lightgbm_baseline
-
-    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-        model = lightgbm_baseline.fit_lightgbm_quantiles(train, seed=seed, **params)
-        return lambda d: model.predict(d.splits["test"])
-    return Candidate("baseline:lightgbm", "forecaster", fit)
-
-
 # --- scoring --------------------------------------------------------------------------
-
-
-@dataclass
-class ScoredBars:
-    """One candidate's test bars of one fold (or of all folds, concatenated)."""
-
-    pnl: np.ndarray
-    positions: np.ndarray
-    returns: np.ndarray
-    root: np.ndarray
-    day: np.ndarray
-    ts: np.ndarray
-    n_trades: float
-    turnover: float
-    median: np.ndarray | None = None  # [N, H] median forecast, target-scaled
-    outcome: np.ndarray | None = None  # [N, H] realised, target-scaled
-    quantile_metrics: dict[str, float] = field(default_factory=dict)
-
-    @staticmethod
-    def concat(parts: Sequence[ScoredBars]) -> ScoredBars:
-        def cat(a: str) -> np.ndarray:
-            return np.concatenate([getattr(p, a) for p in parts])
-        forecasts = all(p.median is not None for p in parts)
-        return ScoredBars(
-            pnl=cat("pnl"), positions=cat("positions"), returns=cat("returns"), root=cat("root"),
-            day=cat("day"), ts=cat("ts"), n_trades=float(sum(p.n_trades for p in parts)),
-            turnover=float(sum(p.turnover for p in parts)),
-            median=cat("median") if forecasts else None,
-            outcome=cat("outcome") if forecasts else None)
 
 
 def _positions_of(name: str, out: np.ndarray, split: SplitArrays, rows: np.ndarray) -> np.ndarray:
@@ -401,112 +308,6 @@ def dates_of_rows(pool: RowPool, ts: np.ndarray) -> np.ndarray:
     uts, first = np.unique(np.asarray(pool.rows.ts_event), return_index=True)
     pos = np.clip(np.searchsorted(uts, np.asarray(ts)), 0, uts.size - 1)
     return pool.dates[first[pos]]
-
-
-# --- metrics ----------------------------------------------------------------------------
-
-
-def bonferroni_level(n_compared: int, alpha: float = FAMILY_WISE_ALPHA) -> float:
-    """Two-sided CI level so that any of ``n_compared`` lower bounds above 0 by chance stays
-    under ``alpha`` (each lower tail holds alpha / (2 n))."""
-    return 1.0 - alpha / max(int(n_compared), 1)
-
-
-def _corr_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each row pair of ``[R, n]`` arrays (NaN when one is constant)."""
-    a = a - a.mean(axis=1, keepdims=True)
-    b = b - b.mean(axis=1, keepdims=True)
-    den = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = (a * b).sum(axis=1) / den
-    scale = np.sqrt(np.maximum((a * a).sum(axis=1), (b * b).sum(axis=1)))
-    return np.where(den > 1e-12 * np.maximum(scale, 1e-300) ** 2, out, np.nan)
-
-
-def _rank(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-
-    return rankdata(x).astype(np.float64)
-
-
-def information_coefficients(median: np.ndarray, outcome: np.ndarray, day: np.ndarray
-                             ) -> dict[str, float]:
-    """IC (Pearson) and rank IC of the median forecast against the realised return, per
-    horizon, pooled; ICIR = mean / std of the daily IC (horizon 1)."""
-    out: dict[str, float] = {}
-    for h in range(median.shape[1]):
-        f, y = median[:, h], outcome[:, h]
-        ok = np.isfinite(f) & np.isfinite(y)
-        ic = float(_corr_rows(f[ok][None], y[ok][None])[0]) if ok.sum() > 2 else math.nan
-        ric = (float(_corr_rows(_rank(f[ok])[None], _rank(y[ok])[None])[0])
-               if ok.sum() > 2 else math.nan)
-        out[f"ic_h{h + 1}"], out[f"rank_ic_h{h + 1}"] = ic, ric
-    out["ic"], out["rank_ic"] = out["ic_h1"], out["rank_ic_h1"]
-    daily = []
-    for d in np.unique(day):
-        m = (day == d) & np.isfinite(median[:, 0]) & np.isfinite(outcome[:, 0])
-        if m.sum() > 2:
-            daily.append(float(_corr_rows(median[m, 0][None], outcome[m, 0][None])[0]))
-    daily_arr = np.asarray([v for v in daily if math.isfinite(v)])
-    sd = daily_arr.std(ddof=1) if daily_arr.size > 1 else math.nan
-    out["ic_daily_mean"] = float(daily_arr.mean()) if daily_arr.size else math.nan
-    out["icir"] = float(daily_arr.mean() / sd) if math.isfinite(sd) and sd > 0 else math.nan
-    out["ic_days"] = float(daily_arr.size)
-    return out
-
-
-def ic_ci(median: np.ndarray, outcome: np.ndarray, *, level: float, n_resamples: int,
-          seed: int) -> tuple[float, float]:
-    """Block bootstrap CI of the pooled horizon-1 IC (pairs resampled in time blocks)."""
-    f, y = median[:, 0], outcome[:, 0]
-    ok = np.isfinite(f) & np.isfinite(y)
-    f, y = f[ok], y[ok]
-    if f.size < 3 or n_resamples < 1:
-        return math.nan, math.nan
-
-    def stat(idx: np.ndarray) -> np.ndarray:
-        i = idx.astype(np.int64)
-        return _corr_rows(f[i], y[i])
-
-    ci = block_bootstrap_ci(np.arange(f.size, dtype=np.float64), stat,
-                            n_resamples=n_resamples, level=level, seed=seed)
-    return ci.low, ci.high
-
-
-def bar_metrics(bars: ScoredBars, bars_per_year: float, *, level: float, bootstrap: int,
-                seed: int) -> dict[str, float]:
-    """The metric set of one fold or of the pool; NaN where a metric is undefined."""
-    n = bars.pnl.size
-    sci = sharpe_ci(bars.pnl, bars_per_year, n_resamples=bootstrap, level=level, seed=seed)
-    held = bars.positions != 0
-    hits = direction_hits(bars.positions[held], bars.returns[held])
-    m: dict[str, float] = {
-        "n_bars": float(n),
-        "sharpe": sharpe_ratio(bars.pnl, bars_per_year),
-        "sharpe_ci_low": sci.low, "sharpe_ci_high": sci.high,
-        "ci_level": level,
-        "annual_log_return": float(bars.pnl.mean() * bars_per_year) if n else math.nan,
-        "total_log_return": float(bars.pnl.sum()),
-        "n_trades": bars.n_trades,
-        "turnover": bars.turnover,
-        "turnover_per_year": bars.turnover / n * bars_per_year if n else math.nan,
-        "exposure": float(np.abs(bars.positions).mean()) if n else math.nan,
-        "hit_rate": float(hits.mean()) if hits.size else math.nan,
-    }
-    if hits.size > 1:
-        dci = directional_accuracy_ci(bars.positions[held], bars.returns[held],
-                                      n_resamples=bootstrap, level=level, seed=seed)
-        m["hit_rate_ci_low"] = dci.low
-    eq = np.cumsum(bars.pnl)
-    m["max_drawdown"] = float(np.max(np.maximum.accumulate(np.concatenate([[0.0], eq]))
-                                     - np.concatenate([[0.0], eq]))) if n else math.nan
-    for r in np.unique(bars.root):
-        m[f"sharpe_{r}"] = sharpe_ratio(bars.pnl[bars.root == r], bars_per_year)
-    if bars.median is not None and bars.outcome is not None:
-        m.update(information_coefficients(bars.median, bars.outcome, bars.day))
-        m["ic_ci_low"], m["ic_ci_high"] = ic_ci(bars.median, bars.outcome, level=level,
-                                                n_resamples=bootstrap, seed=seed)
-    return m
 
 
 @dataclass

@@ -28,15 +28,17 @@ from pathlib import Path
 
 import pytest
 
+from models.evaluation.candidates import (
+    climatology_candidate,
+    lightgbm_candidate,
+    trading_baselines,
+)
 from models.evaluation.family_candidates import forecaster_candidate
+from models.evaluation.skill import bonferroni_level
 from models.evaluation.walk_forward import (
     RowPool,
     WalkForwardConfig,
     WalkForwardResult,
-    bonferroni_level,
-    climatology_candidate,
-    lightgbm_candidate,
-    trading_baselines,
     walk_forward,
 )
 from models.training.loop import TrainConfig

@@ -5,13 +5,9 @@ import numpy as np
 import pytest
 
 from models.agents.train import DQNConfig
+from models.evaluation.candidates import trading_baselines
 from models.evaluation.family_candidates import agent_candidate, forecaster_candidate
-from models.evaluation.walk_forward import (
-    WalkForwardConfig,
-    row_pool,
-    trading_baselines,
-    walk_forward,
-)
+from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
 from models.training.loop import TrainConfig
 from models.windows import DEFAULT_QUANTILES
 from tests.model_data import synthetic_training_data
@@ -48,8 +44,8 @@ def test_the_ensemble_refits_its_weights_on_each_folds_validation_split():
     """Two fixed members: one that knows the validation and test targets, one that is pure
     noise. Each fold's weights come from that fold's validation split, so the ensemble puts
     (almost) all weight on the informed member and forecasts as well as it does."""
+    from models.evaluation.candidates import Candidate
     from models.evaluation.family_candidates import ensemble_candidate
-    from models.evaluation.walk_forward import Candidate
     from models.training.loop import scaled_targets
 
     data = synthetic_training_data(n_rows={"train": 900, "validation": 300, "test": 300},

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.dates import date2num
 
+from models.evaluation.candidates import trading_baselines
 from models.evaluation.plots import (
     FoldSpan,
     equity_by_root,
@@ -16,12 +17,7 @@ from models.evaluation.plots import (
     quantile_fan_figure,
     walk_forward_equity,
 )
-from models.evaluation.walk_forward import (
-    WalkForwardConfig,
-    row_pool,
-    trading_baselines,
-    walk_forward,
-)
+from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
 from tests.model_data import synthetic_training_data
 
 MIN = 60 * 10**9

@@ -10,18 +10,20 @@ import pytest
 
 import models.evaluation
 from models.evaluation.backtest import decision_rows
-from models.evaluation.walk_forward import (
+from models.evaluation.candidates import (
     Candidate,
+    climatology_candidate,
+    lightgbm_candidate,
+    trading_baselines,
+)
+from models.evaluation.skill import bonferroni_level
+from models.evaluation.walk_forward import (
     WalkForwardConfig,
     WalkForwardError,
-    bonferroni_level,
-    climatology_candidate,
     fold_data,
-    lightgbm_candidate,
     plan_folds,
     protocol_id_for,
     row_pool,
-    trading_baselines,
     walk_forward,
 )
 from tests.model_data import synthetic_training_data

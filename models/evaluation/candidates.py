@@ -1,0 +1,71 @@
+"""What the walk-forward scores: a ``Candidate`` is a name, a kind and a ``fit`` that trains
+on one fold's data and returns its predictor; the baselines every model is compared with
+(flat, buy-and-hold, momentum, climatology, LightGBM) are candidates like the models
+(``models.evaluation.family_candidates``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from models.evaluation.backtest import decision_rows
+from models.evaluation.baselines import (
+    climatology_forecast,
+    climatology_quantiles,
+    momentum_positions,
+)
+from models.windows import TrainingData
+
+#: fit(fold data) -> predict(fold data) -> quantiles [W, H, Q] (target-scaled) for a
+#: forecaster, or positions in [-1, 1] per test window (or per test row) otherwise.
+Fit = Callable[[TrainingData], Callable[[TrainingData], np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # "foxhunt-tft", "baseline:lightgbm", ...
+    kind: Literal["forecaster", "positions"]
+    fit: Fit
+
+
+def trading_baselines(momentum_lookbacks: Sequence[int] = (1,)) -> list[Candidate]:
+    """flat, buy-and-hold and momentum: no fitting, positions from past data only."""
+    def constant(value: float) -> Fit:
+        def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+            return lambda d: np.full(d.splits["test"].n_windows, value)
+        return fit
+
+    def momentum(lb: int) -> Fit:
+        def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+            def predict(d: TrainingData) -> np.ndarray:
+                s = d.splits["test"]
+                return momentum_positions(s, decision_rows(s.window_starts, d.lookback), lb)
+            return predict
+        return fit
+
+    out = [Candidate("baseline:flat", "positions", constant(0.0)),
+           Candidate("baseline:buy_and_hold", "positions", constant(1.0))]
+    out += [Candidate(f"baseline:momentum_{lb}", "positions", momentum(lb))
+            for lb in momentum_lookbacks]
+    return out
+
+
+def climatology_candidate() -> Candidate:
+    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+        clim = climatology_quantiles(train, list(train.meta["quantiles"]))
+        return lambda d: climatology_forecast(clim, d.splits["test"].n_windows)
+    return Candidate("baseline:climatology", "forecaster", fit)
+
+
+def lightgbm_candidate(seed: int = 0, **params: Any) -> Candidate:
+    """``baseline:lightgbm``: gradient-boosted quantiles on the same window features, the bar
+    a deep model must clear to be worth its cost."""
+    from models.evaluation import lightgbm_baseline
+
+    def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
+        model = lightgbm_baseline.fit_lightgbm_quantiles(train, seed=seed, **params)
+        return lambda d: model.predict(d.splits["test"])
+    return Candidate("baseline:lightgbm", "forecaster", fit)
