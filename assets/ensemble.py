@@ -7,6 +7,7 @@ them and every baseline."""
 
 import dagster as dg
 
+from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
 from assets.evaluation import _evaluation_asset
 from assets.quantization import _quantized_asset
@@ -21,6 +22,7 @@ from assets.training import (
     tft_model,
 )
 from foxhunt_pipeline.config import deploy_profile
+from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -87,7 +89,11 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
                         "feature_hash": data.meta["feature_hash"]})
         run.log_metrics({"val_loss": fitted.loss, **{f"val_loss_{k}": v for k, v in fitted.member_losses.items()}})
         run.log_artifacts(ckpt.parent, "checkpoint")
-        version = run.register(registered, "checkpoint", tags={"precision": "fp32", "family": "ensemble"})
+        # a pyfunc model like the single forecasters': models:/foxhunt-ensemble@champion loads
+        serving = registration.export_forecaster("ensemble", ckpt, data, run_dir / "serving")
+        version = registration.register(run, "ensemble", registered, serving, data, storage,
+                                        profile=current_settings().profile,
+                                        metrics={"val_loss": float(fitted.loss)})
         run.set_tags({"precision": "fp32", "registered_version": version})
         run_id = run.run_id
     where = publish_run(storage, "ensemble", run_dir, ckpt, {

@@ -86,6 +86,7 @@ def materialize_selection(
     raw_key = dg.AssetKey("raw_bars")
     # failed steps log one line here; the summary below says why (traces: the event log)
     job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
+    tags = {"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()}
     ok = True
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
@@ -94,8 +95,7 @@ def materialize_selection(
             t0 = time.perf_counter()
             res = job.execute_in_process(
                 run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
-                raise_on_error=False,
-                tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()},
+                raise_on_error=False, tags=tags,
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
     rest = [k for k in keys if k != raw_key]
@@ -103,8 +103,7 @@ def materialize_selection(
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
         t0 = time.perf_counter()
         res = job.execute_in_process(
-            instance=instance, asset_selection=ordered, raise_on_error=False,
-            tags={"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()},
+            instance=instance, asset_selection=ordered, raise_on_error=False, tags=tags,
             run_config={**CLI_LOGGERS, **(run_config or {})},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)

@@ -48,6 +48,12 @@ def test_ensemble_is_fitted_on_validation_registered_evaluated_and_ranked(foxhun
     assert meta["val_loss"].value <= min(meta["val_loss_members"].value.values()) + 1e-12
     versions = resources["mlflow"].client().search_model_versions("name='foxhunt-ensemble'")
     assert [v.tags.get("precision") for v in versions] == ["fp32"]
+    # registered as a pyfunc model, as the single forecasters are (not a bare checkpoint)
+    import mlflow
+
+    run_uri = resources["mlflow"].client().get_run(versions[0].run_id).info.artifact_uri
+    info = mlflow.models.Model.load(run_uri.removeprefix("file://") + "/model")
+    assert "python_function" in info.flavors and info.metadata["family"] == "ensemble"
 
     rows = resources["storage"].read_rows(EVALUATIONS_TABLE)
     pooled = rows.filter(pl.col("fold") == "pooled")
