@@ -58,15 +58,23 @@ def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
 @click.option("--profile", type=click.Choice(["default", "demo", "fast"]), envvar="FOXHUNT_PROFILE",
               default="default", show_default=True,
               help="Training sizes (demo/fast are small CPU-friendly settings); env FOXHUNT_PROFILE.")
-@click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
+@click.option("--all-partitions", is_flag=True,
+              help="Re-ingest every landed file and rebuild every trade date, not only new ones.")
+@click.option("--from", "date_from", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="First trade date to rebuild (continuous_bars, features), with --to: one run.")
+@click.option("--to", "date_to", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Last trade date to rebuild (default: the last with data).")
 @home_option
-def materialize(selection, profile, all_partitions, home) -> None:
-    """Register new landed files and materialize SELECTION (Dagster selection syntax; default: all)."""
+def materialize(selection, profile, all_partitions, date_from, date_to, home) -> None:
+    """Register new landed files and materialize SELECTION (Dagster selection syntax; default: all).
+    Trade-date partitioned assets rebuild only the dates new files touch (plus the date before,
+    whose last targets they complete), or the range --from/--to, in one run."""
     from foxhunt_pipeline.cli.runner import materialize_selection
 
     paths = _paths(home)
     ok = materialize_selection(paths, list(selection) or ["*"], profile=profile, all_partitions=all_partitions,
-                               echo=click.echo)
+                               date_from=date_from.date() if date_from else None,
+                               date_to=date_to.date() if date_to else None, echo=click.echo)
     sys.exit(0 if ok else 1)
 
 

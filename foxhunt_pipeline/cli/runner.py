@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from datetime import date, timedelta
 from pathlib import Path
 
 from foxhunt_pipeline.config.paths import FoxhuntPaths
@@ -13,6 +14,8 @@ from foxhunt_pipeline.config.profiles import PROFILE_ENV
 from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
 
 Echo = Callable[[str], None]
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
 
 
 def parse_selection(selection: list[str]):
@@ -41,10 +44,13 @@ def materialize_selection(
     *,
     profile: str = "default",
     all_partitions: bool = False,
+    date_from: date | None = None,
+    date_to: date | None = None,
     echo: Echo = print,
 ) -> bool:
-    """Ingests each selected landed file in its own run (one partition each), then the rest of
-    the selection in one run. Returns False if any step or blocking check failed."""
+    """Ingests each selected landed file in its own run (one partition each), then the selected
+    trade-date partitioned assets over one range of dates in one run (``dated_range``), then
+    the rest of the selection in one run. Returns False if any step or blocking check failed."""
     import dagster as dg
 
     os.environ[PROFILE_ENV] = profile  # read when the code location loads
@@ -61,6 +67,7 @@ def materialize_selection(
     raw_key = dg.AssetKey("raw_bars")
     job = defs.resolve_implicit_global_asset_job_def()
     ok = True
+    todo: list[str] = []
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
         todo = partitions if all_partitions else _unmaterialized(instance, raw_key, partitions)
@@ -71,7 +78,22 @@ def materialize_selection(
                 tags={"foxhunt/started_by": "cli"},
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
-    rest = [k for k in keys if k != raw_key]
+    dated = [k for k in graph.toposorted_asset_keys
+             if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
+    if dated:
+        span = dated_range(instance, paths, dated, todo, all_partitions=all_partitions,
+                           date_from=date_from, date_to=date_to)
+        if span is None:
+            echo(f"{', '.join(k.to_user_string() for k in dated)}: every trade date is up to date")
+        else:
+            t0 = time.perf_counter()
+            res = job.execute_in_process(
+                instance=instance, asset_selection=dated, raise_on_error=False,
+                tags={"foxhunt/started_by": "cli", RANGE_START: span[0], RANGE_END: span[1]},
+            )
+            label = f"{', '.join(k.to_user_string() for k in dated)} [{span[0]} .. {span[1]}]"
+            ok &= _report(res, label, t0, echo)
+    rest = [k for k in keys if k != raw_key and k not in dated]
     if rest:
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
         t0 = time.perf_counter()
@@ -81,6 +103,45 @@ def materialize_selection(
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
     return ok
+
+
+def partition_key_of(day: date) -> str:
+    """The trade-date partition holding ``day`` (a weekend date belongs to the Friday before)."""
+    while day.weekday() >= 5:
+        day -= timedelta(days=1)
+    return day.isoformat()
+
+
+def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str], *,
+                all_partitions: bool, date_from: date | None, date_to: date | None
+                ) -> tuple[str, str] | None:
+    """(first, last) partition key to rebuild: --from/--to when given, else every date when
+    ``all_partitions``, else the dates the ingested files hold plus the dates with raw data
+    never materialized, widened by one stored date before (its last targets need the new
+    date's first bars). None when nothing needs a rebuild."""
+    from foxhunt_pipeline.storage import continuous_dates, trade_dates
+    from foxhunt_pipeline.storage.object_store import warehouse_root
+
+    root = warehouse_root(home=paths.home)
+    have = continuous_dates.all_dates(root)
+    if date_from is not None or date_to is not None:
+        lo = date_from or (have[0] if have else None)
+        hi = date_to or (have[-1] if have else None)
+        if lo is None or hi is None or lo > hi:
+            return None
+        return partition_key_of(lo), partition_key_of(hi)
+    if all_partitions:
+        wanted = set(have)
+    else:
+        wanted = set(continuous_dates.touched_dates(root, ingested))
+        for key in dated:
+            done = instance.get_materialized_partitions(key)
+            wanted |= {d for d in have if partition_key_of(d) not in done}
+    if not wanted:
+        return None
+    lo = min(wanted)
+    before = [d for d in trade_dates.stored_dates(root, "continuous_bars") if d < lo]
+    return partition_key_of(before[-1] if before else lo), partition_key_of(max(wanted))
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
