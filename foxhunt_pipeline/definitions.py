@@ -38,8 +38,8 @@ def all_checks() -> list:
 defs = dg.Definitions(
     assets=all_assets(),
     asset_checks=all_checks(),
-    jobs=[sensors.ingest_job, sensors.retrain_job],
-    sensors=[sensors.landing_sensor, sensors.automation_sensor],
+    jobs=[sensors.ingest_job, sensors.history_job, sensors.retrain_job],
+    sensors=[sensors.landing_sensor, sensors.history_sensor, sensors.automation_sensor],
     schedules=[sensors.retrain_schedule],
     resources=build_resources(),
 )

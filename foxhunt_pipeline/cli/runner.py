@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
 from foxhunt_pipeline.config.paths import FoxhuntPaths
@@ -105,13 +105,6 @@ def materialize_selection(
     return ok
 
 
-def partition_key_of(day: date) -> str:
-    """The trade-date partition holding ``day`` (a weekend date belongs to the Friday before)."""
-    while day.weekday() >= 5:
-        day -= timedelta(days=1)
-    return day.isoformat()
-
-
 def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str], *,
                 all_partitions: bool, date_from: date | None, date_to: date | None
                 ) -> tuple[str, str] | None:
@@ -119,8 +112,9 @@ def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str],
     ``all_partitions``, else the dates the ingested files hold plus the dates with raw data
     never materialized, widened by one stored date before (its last targets need the new
     date's first bars). None when nothing needs a rebuild."""
-    from foxhunt_pipeline.storage import continuous_dates, trade_dates
+    from foxhunt_pipeline.storage import continuous_dates
     from foxhunt_pipeline.storage.object_store import warehouse_root
+    from foxhunt_pipeline.storage.trade_dates import partition_key_of
 
     root = warehouse_root(home=paths.home)
     have = continuous_dates.all_dates(root)
@@ -137,11 +131,7 @@ def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str],
         for key in dated:
             done = instance.get_materialized_partitions(key)
             wanted |= {d for d in have if partition_key_of(d) not in done}
-    if not wanted:
-        return None
-    lo = min(wanted)
-    before = [d for d in trade_dates.stored_dates(root, "continuous_bars") if d < lo]
-    return partition_key_of(before[-1] if before else lo), partition_key_of(max(wanted))
+    return continuous_dates.rebuild_span(root, wanted)
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:

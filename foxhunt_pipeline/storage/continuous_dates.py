@@ -177,9 +177,20 @@ def touched_dates(root: UPath, sources: Iterable[str]) -> list[date]:
     return sorted(set(index.filter(pl.col("source").is_in(list(wanted)))["trade_date"].to_list()))
 
 
+def rebuild_span(root: UPath, days: Iterable[date]) -> tuple[str, str] | None:
+    """(first, last) trade-date partition key that rebuilds ``days``: from the stored date
+    before the first of them (its last targets need the new date's first bars) to the last."""
+    days = sorted(days)
+    if not days:
+        return None
+    before = [d for d in trade_dates.stored_dates(root, TABLE) if d < days[0]]
+    first = before[-1] if before else days[0]
+    return trade_dates.partition_key_of(first), trade_dates.partition_key_of(days[-1])
+
+
 def all_dates(root: UPath) -> list[date]:
     return sorted(set(raw_date_index(root)["trade_date"].to_list()))
 
 
 __all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars",
-           "raw_date_index", "read_fronts", "touched_dates"]
+           "raw_date_index", "read_fronts", "rebuild_span", "touched_dates"]

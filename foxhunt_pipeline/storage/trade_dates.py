@@ -9,7 +9,7 @@ parts (``features`` writes one per root, so a build holds one root's segment at 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 
 import polars as pl
 from upath import UPath
@@ -17,6 +17,14 @@ from upath import UPath
 from foxhunt_pipeline.storage import object_store
 
 PREFIX = "trade_date="
+
+
+def partition_key_of(day: date) -> str:
+    """The weekday trade-date partition (Dagster key) holding ``day``: a stray weekend date
+    belongs to the Friday before."""
+    while day.weekday() >= 5:
+        day -= timedelta(days=1)
+    return day.isoformat()
 
 
 def date_dir(root: UPath, table: str, day: date) -> UPath:
@@ -101,6 +109,6 @@ def scan_table(root: UPath, table: str, start: date | None = None, end: date | N
 
 
 __all__ = [
-    "date_dir", "date_parts", "has_dates", "read_dates", "replace_date", "scan_table",
+    "date_dir", "date_parts", "partition_key_of", "has_dates", "read_dates", "replace_date", "scan_table",
     "stored_dates", "table_glob", "write_part",
 ]
