@@ -169,7 +169,8 @@ def download(dataset, symbols, schema, start, end, stype_in, home) -> None:
 @main.command()
 @click.argument("artifact", type=click.Path(exists=True, dir_okay=True, path_type=Path))
 @click.option("--features", "features_path", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Features parquet (default: $FOXHUNT_HOME/warehouse/features/data.parquet).")
+              help="Features parquet or directory (default: $FOXHUNT_HOME/warehouse/features, "
+              "one folder per trade date).")
 @click.option("--root", default=None)
 @click.option("--start", default=None, help="ISO datetime (UTC), inclusive.")
 @click.option("--end", default=None, help="ISO datetime (UTC), exclusive.")
@@ -180,7 +181,7 @@ def predict(artifact, features_path, root, start, end, out, home) -> None:
     from foxhunt_pipeline.serving.predict import predict_from_parquet
 
     paths = _paths(home)
-    features_path = features_path or paths.table_dir("features") / "data.parquet"
+    features_path = features_path or paths.table_dir("features")
     df = predict_from_parquet(artifact, features_path, root=root, start=start, end=end)
     if out:
         df.write_parquet(out)

@@ -56,12 +56,16 @@ def predict_from_parquet(
     path = Path(features_parquet)
     if not path.exists():
         raise PredictInputError(f"{path}: features parquet not found")
-    schema = pl.read_parquet_schema(path)
+    # a directory: the features table stored by trade date (trade_date=*/*.parquet)
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    if not files:
+        raise PredictInputError(f"{path}: no features parquet under this directory")
+    schema = pl.read_parquet_schema(files[0])
     _check_columns(schema, meta, path)
     if check_feature_hash:
         check_features_match(list(schema), meta, path)
 
-    lf = pl.scan_parquet(path)
+    lf = pl.scan_parquet(files)
     if root is not None:
         roots = [root] if isinstance(root, str) else list(root)
         lf = lf.filter(pl.col("root").is_in(roots))
