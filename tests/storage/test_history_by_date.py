@@ -132,3 +132,17 @@ def test_a_redelivered_file_adds_no_rows_and_moves_no_roll(landed, tmp_path):
     assert continuous_dates.read_fronts(root).equals(fronts)
     again = continuous_dates.daily_volumes(root, continuous_dates.raw_date_index(root))
     assert again.drop("files").equals(volume.drop("files"))  # de-duplicated, not summed twice
+
+
+def test_a_weekend_trade_date_belongs_to_the_friday_partition_and_a_span_starts_a_date_early(tmp_path):
+    assert trade_dates.partition_key_of(date(2024, 3, 9)) == "2024-03-08"  # Saturday
+    assert trade_dates.partition_key_of(date(2024, 3, 10)) == "2024-03-08"  # Sunday
+    assert trade_dates.partition_key_of(date(2024, 3, 11)) == "2024-03-11"
+    root = UPath(tmp_path)
+    empty = pl.DataFrame({"ts_event": []})
+    for d in (date(2024, 3, 7), date(2024, 3, 8)):
+        trade_dates.write_part(root, continuous_dates.TABLE, d, empty)
+    assert continuous_dates.rebuild_span(root, []) is None
+    # the new Monday completes Friday's last targets: the run starts at Friday
+    assert continuous_dates.rebuild_span(root, [date(2024, 3, 11)]) == ("2024-03-08", "2024-03-11")
+    assert continuous_dates.rebuild_span(root, [date(2024, 3, 7)]) == ("2024-03-07", "2024-03-07")
