@@ -55,7 +55,8 @@ def child(step: str, warehouse: Path, last_file: str) -> dict:
     """One measured step in this (fresh) process."""
     from upath import UPath
 
-    from foxhunt_pipeline.features import by_date
+    from foxhunt_pipeline.features import build_features, by_date  # noqa: F401  (imports not timed)
+    from foxhunt_pipeline.features.dataset import build_training_dataset  # noqa: F401
     from foxhunt_pipeline.storage import continuous_dates
 
     root = UPath(warehouse)

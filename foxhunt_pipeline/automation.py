@@ -7,7 +7,7 @@ import os
 
 import dagster as dg
 
-from assets.ingestion import landed_files, trade_dates
+from assets.ingestion import landed_files
 from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME, unregistered
 from resources.storage import FoxhuntStorage
 
@@ -20,7 +20,6 @@ ingest_job = dg.define_asset_job(
 history_job = dg.define_asset_job(
     "update_history",
     selection=dg.AssetSelection.assets("continuous_bars", "features"),
-    partitions_def=trade_dates,
     description="Rebuild continuous_bars and features for a range of trade dates, in one run.",
 )
 RANGE_START = "dagster/asset_partition_range_start"
