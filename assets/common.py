@@ -15,6 +15,12 @@ OWNERS = ["team:foxhunt-quant-ml"]
 # New data flows on only when the upstream's blocking checks passed (same-run blocking does
 # not cover runs started by automation).
 EAGER_AFTER_CHECKS = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
+# The same below trade-date partitioned assets, whose partitions before the history's start
+# stay missing for ever: waiting for "no missing dependency" would wait for ever.
+EAGER_OVER_HISTORY = (
+    dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing())
+    & dg.AutomationCondition.all_deps_blocking_checks_passed()
+)
 
 
 PROJECT_PACKAGES = ("foxhunt_pipeline", "models")

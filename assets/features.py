@@ -2,9 +2,11 @@
 
 import dagster as dg
 import polars as pl
+from pydantic import Field
 
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, check_result, code_version_of, markdown_table
-from assets.ingestion import continuous_bars
+from assets.common import EAGER_OVER_HISTORY, OWNERS, check_result, code_version_of, markdown_table
+from assets.config_fields import sized
+from assets.ingestion import _passed, continuous_bars, trade_dates, window_dates
 from resources.storage import FoxhuntStorage
 
 FEATURES_CHECK = "features_contract"
@@ -26,18 +28,40 @@ class DatasetConfig(dg.Config):
     horizon: int = 5
     cost_ticks: float = 1.0
     fee_per_contract: float = 1.0
+    start_date: str = Field("", description="First trade date (YYYY-MM-DD); empty: the first stored.")
+    end_date: str = Field("", description="Last trade date (YYYY-MM-DD); empty: the last stored.")
+    last_days: int = sized("training_dataset", "last_days", 0,
+                           "At most this many trade dates (the latest of the window); 0: all.")
+
+    def window(self, dates: list) -> tuple:
+        """(first, last) trade date of the dataset among the stored ``dates``."""
+        from datetime import date
+
+        lo = date.fromisoformat(self.start_date) if self.start_date else None
+        hi = date.fromisoformat(self.end_date) if self.end_date else None
+        inside = [d for d in dates if (lo is None or d >= lo) and (hi is None or d <= hi)]
+        if self.last_days > 0:
+            inside = inside[-self.last_days:]
+        if not inside:
+            raise dg.Failure(f"no stored features date in [{lo or 'start'}, {hi or 'end'}]")
+        return inside[0], inside[-1]
 
 
 @dg.asset(
-    deps=[continuous_bars],
+    partitions_def=trade_dates,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    # a date's targets read the next date's first bars; its warm-up (the segment so far) is
+    # read from the stored earlier dates (docs/contracts.md, "Partitions")
+    deps=[dg.AssetDep(continuous_bars, partition_mapping=dg.TimeWindowPartitionMapping(
+        start_offset=0, end_offset=1, allow_nonexistent_upstream_partitions=True))],
     group_name="features",
     kinds={"polars", "parquet", "duckdb"},
     owners=OWNERS,
     code_version=code_version_of(
-        "foxhunt_pipeline.features.library", "foxhunt_pipeline.features.grid",
-        "foxhunt_pipeline.features.calendar_inputs", "foxhunt_pipeline.features.targets",
+        "foxhunt_pipeline.features.by_date", "foxhunt_pipeline.features.library",
+        "foxhunt_pipeline.features.grid", "foxhunt_pipeline.features.calendar_inputs",
+        "foxhunt_pipeline.features.targets",
     ),
-    automation_condition=EAGER_AFTER_CHECKS,
     check_specs=[
         dg.AssetCheckSpec(
             FEATURES_CHECK, asset="features", blocking=True,
@@ -46,40 +70,49 @@ class DatasetConfig(dg.Config):
         )
     ],
     description="Observed features (f_*, past data only), known-future inputs (k_*), static inputs "
-    "(s_*) and forward-return targets (y_1..y_5) on a regular in-session grid.",
+    "(s_*) and forward-return targets (y_1..y_5) on a regular in-session grid, one partition per "
+    "CME trade date, equal to the same date of a full rebuild.",
 )
 def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage: FoxhuntStorage):
-    from foxhunt_pipeline.features import FeatureConfig, build_features
+    from foxhunt_pipeline.features import FeatureConfig, by_date
     from foxhunt_pipeline.features.schema import validate_features
     from foxhunt_pipeline.storage import object_store
+    from foxhunt_pipeline.storage import trade_dates as stored
 
-    source = storage.table_path("continuous_bars")
-    if not source.is_file():
-        raise dg.Failure(f"{source} is missing: materialize continuous_bars first")
+    root = storage.warehouse_root
+    if not stored.has_dates(root, "continuous_bars"):
+        raise dg.Failure(f"{root / 'continuous_bars'} holds no trade date: materialize continuous_bars first")
     cfg = FeatureConfig(min_rows_policy=config.min_rows_policy)
     if config.groups:
         cfg = FeatureConfig(groups=tuple(config.groups), min_rows_policy=config.min_rows_policy)
-    frame = build_features(object_store.read_parquet(source), cfg)
-    result = validate_features(frame)
-    path = storage.table_path("features")
-    if result.passed:
-        object_store.write_parquet(frame, path)
-        object_store.refresh_duckdb_views(storage.duckdb_path, storage.warehouse_root)
-    else:
-        context.log.error(f"features contract failed: {result.message}; previous version kept")
-    groups = {p: sum(c.startswith(p) for c in frame.columns) for p in ("f_", "k_", "s_", "y_")}
+    failed: list = []
+    columns: set[str] = set()
+
+    def passes(frame: pl.DataFrame) -> bool:
+        columns.update(frame.columns)
+        result = validate_features(frame)
+        if not result.passed:
+            failed.append(result)
+        return result.passed
+
+    first, last = window_dates(context)
+    rows = by_date.build_dates(root, first, last, cfg, validate=passes)
+    object_store.refresh_duckdb_views(storage.duckdb_path, root)
+    if failed:
+        context.log.error(f"features contract failed: {failed[0].message}; previous version kept")
+    groups = {p: sum(c.startswith(p) for c in columns) for p in ("f_", "k_", "s_", "y_")}
     yield dg.MaterializeResult(
         metadata={
-            "rows": dg.MetadataValue.int(frame.height),
+            "rows": dg.MetadataValue.int(sum(rows.values())),
+            "dates": dg.MetadataValue.int(len(rows)),
             "observed_features": dg.MetadataValue.int(groups["f_"]),
             "known_inputs": dg.MetadataValue.int(groups["k_"]),
             "static_inputs": dg.MetadataValue.int(groups["s_"]),
             "targets": dg.MetadataValue.int(groups["y_"]),
-            "filled_fraction": float(frame["is_filled"].mean() or 0.0) if frame.height else 0.0,
-            "path": dg.MetadataValue.path(str(path)),
+            "path": dg.MetadataValue.path(stored.table_glob(root, "features")),
         }
     )
-    yield check_result(FEATURES_CHECK, result)
+    yield check_result(FEATURES_CHECK, failed[0] if failed else _passed())
 
 
 @dg.asset(
@@ -88,7 +121,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     kinds={"numpy", "pytorch"},
     owners=OWNERS,
     code_version=code_version_of("foxhunt_pipeline.features.dataset", "models.windows"),
-    automation_condition=EAGER_AFTER_CHECKS,
+    automation_condition=EAGER_OVER_HISTORY,
     check_specs=[
         dg.AssetCheckSpec(
             DATASET_CHECK, asset="training_dataset", blocking=True,
@@ -104,13 +137,19 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
     from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
     from foxhunt_pipeline.features.dataset import build_training_dataset
     from foxhunt_pipeline.features.finite import describe, nonfinite_columns
-    from foxhunt_pipeline.storage import dataset_store, object_store
+    from foxhunt_pipeline.storage import dataset_store
+    from foxhunt_pipeline.storage import trade_dates as stored
 
-    frame = object_store.read_parquet(storage.table_path("features"))
+    root = storage.warehouse_root
+    first, last = config.window(stored.stored_dates(root, "features"))
+    scan = stored.scan_table(root, "features", first, last)
+    if scan is None:
+        raise dg.Failure(f"no features between {first} and {last}: materialize features first")
+    frame = scan.collect()
+    context.log.info(f"training_dataset over trade dates {first} .. {last}: {frame.height} rows")
     test_fraction = 1.0 - config.train_fraction - config.validation_fraction
-    closes = object_store.read_parquet(
-        storage.table_path("continuous_bars"), columns=["ts_event", "root", "close"]
-    )
+    closes = stored.scan_table(root, "continuous_bars", first, last)
+    closes = closes.select("ts_event", "root", "close").collect() if closes is not None else None
     data = build_training_dataset(
         frame,
         BuildConfig(

@@ -2,19 +2,36 @@
 
 
 import contextlib
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, check_result, code_version_of, markdown_table
+from assets.common import OWNERS, check_result, code_version_of, markdown_table
 from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
 from resources.storage import FoxhuntStorage
 
 landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
+
+# CME trade dates are Monday to Friday (Sunday evening's session is Monday's); a partition's
+# window runs to the next weekday, so a stray weekend date belongs to the Friday before.
+# ``end_offset=1``: the evening session already trades the next day's date.
+HISTORY_START_ENV = "FOXHUNT_HISTORY_START"
+trade_dates = dg.TimeWindowPartitionsDefinition(
+    cron_schedule="0 0 * * 1-5", fmt="%Y-%m-%d", end_offset=1, timezone="UTC",
+    start=os.environ.get(HISTORY_START_ENV, "2010-01-01"),
+)
+
+
+def window_dates(context: dg.AssetExecutionContext) -> tuple[date, date]:
+    """First and last (inclusive) calendar date of the run's partition window."""
+    window = context.partition_time_window
+    return window.start.date(), window.end.date() - timedelta(days=1)
 
 RAW_CHECK = "raw_bars_contract"
 CONTINUOUS_CHECK = "continuous_bars_contract"
@@ -121,12 +138,13 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
 
 
 @dg.asset(
-    deps=[raw_bars],
+    partitions_def=trade_dates,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[dg.AssetDep(raw_bars, partition_mapping=dg.AllPartitionMapping())],
     group_name="ingestion",
     kinds={"polars", "parquet", "duckdb"},
     owners=OWNERS,
-    code_version=code_version_of("foxhunt_pipeline.instruments.rolls"),
-    automation_condition=EAGER_AFTER_CHECKS,
+    code_version=code_version_of("foxhunt_pipeline.storage.continuous_dates", "foxhunt_pipeline.instruments.rolls"),
     check_specs=[
         dg.AssetCheckSpec(
             CONTINUOUS_CHECK, asset="continuous_bars", blocking=True,
@@ -139,65 +157,76 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
         ),
     ],
     description="One front-month series per root rolled by volume (see foxhunt_pipeline.instruments.rolls "
-    "for the rule), de-duplicated across landed files; roll table in DuckDB `rolls`.",
+    "for the rule), de-duplicated across landed files, one partition per CME trade date (a range "
+    "runs as one run); roll table in DuckDB `rolls`. A date reads only the raw files holding it.",
 )
 def continuous_bars(
     context: dg.AssetExecutionContext, config: ContinuousBarsConfig, storage: FoxhuntStorage
 ):
-    from foxhunt_pipeline.contracts import plausibility, schemas
-    from foxhunt_pipeline.instruments import rolls as continuous
-    from foxhunt_pipeline.storage import object_store
+    from foxhunt_pipeline.contracts import schemas
+    from foxhunt_pipeline.storage import continuous_dates, object_store
+    from foxhunt_pipeline.storage import trade_dates as stored
 
     root = storage.warehouse_root
-    raw = object_store.scan_raw_bars(root)
-    frame, rolls = continuous.build_continuous(raw)
-    conflicts = continuous.duplicate_conflicts(raw)
-    if conflicts.count:
-        context.log.warning(f"continuous_bars: {conflicts.message}")
-    result = schemas.validate_frame(frame, schemas.continuous_bars_schema())
-    path = storage.table_path("continuous_bars")
-    if result.passed:
-        object_store.write_parquet(frame, path)
-        object_store.refresh_duckdb_views(storage.duckdb_path, root, rolls=rolls)
-    else:
-        context.log.error("continuous_bars contract failed; previous version left in place")
-    per_root = (
-        frame.group_by("root").agg(
-            pl.len().alias("bars"), pl.col("ts_event").min().alias("first"),
-            pl.col("ts_event").max().alias("last"), pl.col("contract_seq").max().alias("rolls"),
-        ).sort("root")
-        if frame.height
-        else pl.DataFrame()
-    )
+    first, last = window_dates(context)
+    days = [d for d in {*continuous_dates.all_dates(root), *stored.stored_dates(root, "continuous_bars")}
+            if first <= d <= last]
+    failed: list = []
+
+    def passes(frame: pl.DataFrame) -> bool:
+        result = schemas.validate_frame(frame, schemas.continuous_bars_schema())
+        if not result.passed:
+            failed.append(result)
+        return result.passed
+
+    build = continuous_dates.build_dates(root, days, validate=passes,
+                                         jump_multiple=config.price_jump_multiple,
+                                         jump_window=config.price_jump_window)
+    object_store.refresh_duckdb_views(storage.duckdb_path, root, rolls=build.rolls)
+    if failed:
+        context.log.error(f"continuous_bars contract failed on {len(failed)} date(s); their previous "
+                          "versions left in place")
+    if build.conflicts:
+        context.log.warning(f"continuous_bars: {build.conflicts_message}")
+    if build.stale:
+        context.log.warning(
+            f"late data moved the front of {len(build.stale)} date(s) outside this run "
+            f"({build.stale[0]} .. {build.stale[-1]}): rematerialize continuous_bars and features "
+            "for that range")
+    per_date = pl.DataFrame({"trade_date": list(build.rows), "rows": list(build.rows.values())},
+                            schema={"trade_date": pl.Date, "rows": pl.Int64})
     yield dg.MaterializeResult(
         metadata={
-            "rows": dg.MetadataValue.int(frame.height),
-            "roots": dg.MetadataValue.md(markdown_table(per_root)),
-            "rolls": dg.MetadataValue.md(markdown_table(rolls, 50)),
-            "path": dg.MetadataValue.path(str(path)),
-            "conflicting_duplicates": dg.MetadataValue.int(conflicts.count),
-            "first_conflicting_duplicates": dg.MetadataValue.md(
-                markdown_table(conflicts.first, 20)
-            ),
+            "rows": dg.MetadataValue.int(int(per_date["rows"].sum())),
+            "dates": dg.MetadataValue.int(per_date.height),
+            "per_date": dg.MetadataValue.md(markdown_table(per_date, 20)),
+            "rolls": dg.MetadataValue.md(markdown_table(build.rolls, 50)),
+            "stale_dates_outside_run": ", ".join(map(str, build.stale[:50])),
+            "path": dg.MetadataValue.path(stored.table_glob(root, "continuous_bars")),
+            "conflicting_duplicates": dg.MetadataValue.int(build.conflicts),
+            "first_conflicting_duplicates": dg.MetadataValue.md(markdown_table(build.first_conflicts, 20)),
         }
     )
-    yield check_result(CONTINUOUS_CHECK, result)
-    jumps = plausibility.price_jumps(
-        frame, config.price_jump_multiple, config.price_jump_window
-    )
-    if jumps.height:
+    yield check_result(CONTINUOUS_CHECK, failed[0] if failed else _passed())
+    if build.jumps:
         context.log.warning(
-            f"continuous_bars: {jumps.height} bars jump beyond {config.price_jump_multiple:g}x "
+            f"continuous_bars: {build.jumps} bars jump beyond {config.price_jump_multiple:g}x "
             "the recent range (likely bad prints); see the price-jump check"
         )
     yield dg.AssetCheckResult(
         check_name=PRICE_JUMP_CHECK,
-        passed=jumps.height == 0,
+        passed=build.jumps == 0,
         severity=dg.AssetCheckSeverity.WARN,
         metadata={
-            "flagged_rows": dg.MetadataValue.int(jumps.height),
+            "flagged_rows": dg.MetadataValue.int(build.jumps),
             "multiple": config.price_jump_multiple,
             "window": dg.MetadataValue.int(config.price_jump_window),
-            "first_flagged": dg.MetadataValue.md(markdown_table(jumps, 20)),
+            "first_flagged": dg.MetadataValue.md(markdown_table(build.first_jumps, 20)),
         },
     )
+
+
+def _passed():
+    from foxhunt_pipeline.contracts.validation import ValidationResult
+
+    return ValidationResult(passed=True, n_failed_rows=0, failures=pl.DataFrame(), message="passed")

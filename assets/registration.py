@@ -23,19 +23,12 @@ SERVING_FORMATS = ("torchscript", "torch.export")
 def features_frame(storage: FoxhuntStorage) -> pl.LazyFrame | None:
     """The features table, lazily (the input example reads a few rows of it); ``None`` when
     it is not there (a dataset built elsewhere): the version is then registered without."""
-    from foxhunt_pipeline.storage.object_store import is_local
+    from foxhunt_pipeline.storage import trade_dates
 
     try:
-        path = storage.table_path("features")
-        if not path.exists():
-            return None
-        if is_local(path):
-            return pl.scan_parquet(str(path))
-        import pyarrow.dataset as ds
-
-        # any fsspec store (s3, gcs, memory): pyarrow reads through the path's own filesystem
-        frame = pl.scan_pyarrow_dataset(ds.dataset(path.path, filesystem=path.fs, format="parquet"))
-        frame.collect_schema()
+        frame = trade_dates.scan_table(storage.warehouse_root, "features")
+        if frame is not None:
+            frame.collect_schema()
         return frame
     except Exception:
         return None

@@ -1,5 +1,5 @@
-"""Sensors and schedules: landed files start ingestion; declarative automation carries new
-data downstream; a weekly schedule retrains every model even when nothing new landed."""
+"""Sensors and schedules: landed files start ingestion; the history sensor rebuilds the
+trade dates they hold (one run per burst); declarative automation carries new data on; a weekly schedule retrains every model even when nothing new landed."""
 
 
 import json
@@ -27,6 +27,16 @@ ingest_job = dg.define_asset_job(
     description="Decode and validate one landed DBN file (one run per file).",
     tags=PROFILE_TAGS,
 )
+
+history_job = dg.define_asset_job(
+    "update_history",
+    selection=dg.AssetSelection.assets("continuous_bars", "features"),
+    description="Rebuild continuous_bars and features for a range of trade dates, in one run.",
+)
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED]
 
 retrain_job = dg.define_asset_job(
     "retrain_models",
@@ -69,6 +79,44 @@ def landing_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage)
             return dg.SkipReason(reason)
         return dg.SensorResult(skip_reason=f"{reason}; {skipped_message(skipped)}", cursor=cursor)
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
+
+
+def history_run_request(instance: dg.DagsterInstance, storage: FoxhuntStorage, cursor: int):
+    """(run request or None, new cursor): one run over the trade dates that the raw_bars
+    partitions materialized since ``cursor`` (an event storage id) hold, once no ingest run is
+    active, so a burst of landed files becomes one rebuild."""
+    from foxhunt_pipeline.storage import continuous_dates
+
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("raw_bars"), after_storage_id=cursor), limit=10_000
+    ).records
+    if not records:
+        return None, cursor
+    if instance.get_runs_count(dg.RunsFilter(job_name=ingest_job.name, statuses=ACTIVE)):
+        return None, cursor  # more files are being ingested: wait and take them all at once
+    last = max(r.storage_id for r in records)
+    days = continuous_dates.touched_dates(
+        storage.warehouse_root, {r.partition_key for r in records if r.partition_key})
+    span = continuous_dates.rebuild_span(storage.warehouse_root, days)
+    if span is None:
+        return None, last
+    tags = {RANGE_START: span[0], RANGE_END: span[1], "foxhunt/started_by": "history_sensor"}
+    return dg.RunRequest(run_key=f"history:{last}", tags=tags), last
+
+
+@dg.sensor(
+    job=history_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=int(os.environ.get("FOXHUNT_LANDING_INTERVAL", "15")),
+    description="After files are ingested, rebuilds continuous_bars and features for the trade "
+    "dates they hold (plus the date before), in one run per burst of landed files.",
+)
+def history_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
+    request, cursor = history_run_request(context.instance, storage, int(context.cursor or 0))
+    if request is None:
+        return dg.SensorResult(skip_reason="no newly ingested file to carry downstream",
+                               cursor=str(cursor))
+    return dg.SensorResult(run_requests=[request], cursor=str(cursor))
 
 
 retrain_schedule = dg.ScheduleDefinition(

@@ -51,8 +51,8 @@ load_settings()  # the code location starts: read the environment once
 defs = dg.Definitions(
     assets=all_assets(),
     asset_checks=all_checks(),
-    jobs=[sensors.ingest_job, sensors.retrain_job],
-    sensors=[sensors.landing_sensor, sensors.automation_sensor],
+    jobs=[sensors.ingest_job, sensors.history_job, sensors.retrain_job],
+    sensors=[sensors.landing_sensor, sensors.history_sensor, sensors.automation_sensor],
     schedules=[sensors.retrain_schedule],
     resources=build_resources(),
 )

@@ -95,3 +95,46 @@ def make_continuous(
             ).filter(pl.Series(keep))
         )
     return pl.concat(frames).sort("root", "ts_event")
+
+
+def features_by_date(continuous: pl.DataFrame, cfg=None, step_days: int | None = None) -> pl.DataFrame:
+    """``build_features`` through the trade-date partitioned path: ``continuous`` stored one
+    partition per trade date (plus its fronts) on a fresh in-memory warehouse, features built
+    ``step_days`` dates per run as dates arrive (None: all dates in one run), read back whole."""
+    import uuid
+
+    from upath import UPath
+
+    from foxhunt_pipeline.features import by_date
+    from foxhunt_pipeline.instruments.rolls import trade_date
+    from foxhunt_pipeline.storage import continuous_dates, object_store, trade_dates
+
+    root = UPath(f"memory://features-by-date-{uuid.uuid4().hex}")
+    dated = continuous.with_columns(day=trade_date(pl.col("ts_event")))
+    fronts = dated.select("root", "day", "symbol", "contract_seq", "expiry").unique().sort("root", "day")
+    days = fronts["day"].unique().sort().to_list()
+    step = step_days or len(days)
+    for i in range(0, len(days), step):
+        new = days[i:i + step]
+        for d in new:
+            trade_dates.write_part(root, continuous_dates.TABLE, d,
+                                   dated.filter(pl.col("day") == d).drop("day"))
+        object_store.write_parquet(fronts.filter(pl.col("day") <= new[-1]),
+                                   continuous_dates.state_path(root, "fronts"))
+        # the date before the new ones gets its last targets from them
+        by_date.build_dates(root, days[max(i - 1, 0)], new[-1], cfg)
+    out = trade_dates.read_dates(root, by_date.TABLE)
+    root.fs.rm(root.path, recursive=True)
+    return out.sort("root", "ts_event") if out is not None else pl.DataFrame()
+
+
+def write_by_date(warehouse, table: str, frame: pl.DataFrame) -> None:
+    """``frame`` stored as ``table`` the way the assets store it: one folder per trade date."""
+    from upath import UPath
+
+    from foxhunt_pipeline.instruments.rolls import trade_date
+    from foxhunt_pipeline.storage import trade_dates
+
+    dated = frame.with_columns(_day=trade_date(pl.col("ts_event")))
+    for (day,), part in dated.partition_by("_day", as_dict=True, maintain_order=True).items():
+        trade_dates.write_part(UPath(warehouse), table, day, part.drop("_day"))

@@ -117,17 +117,25 @@ def _oracle_line(landing: Path, first: date, last: date) -> str:
 @main.command()
 @click.argument("selection", nargs=-1)
 @profile_option
-@click.option("--all-partitions", is_flag=True, help="Re-ingest every landed file, not only new ones.")
+@click.option("--all-partitions", is_flag=True,
+              help="Re-ingest every landed file and rebuild every trade date, not only new ones.")
+@click.option("--from", "date_from", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="First trade date to rebuild (continuous_bars, features), with --to: one run.")
+@click.option("--to", "date_to", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Last trade date to rebuild (default: the last with data).")
 @home_option
-def materialize(selection, profile, all_partitions, home) -> None:
+def materialize(selection, profile, all_partitions, date_from, date_to, home) -> None:
     """Register new landed files and materialize SELECTION (Dagster selection syntax; default
-    and `*`: all but the tuning group, which runs when named: `tft_tuning`, `foxhunt tune`)."""
+    and `*`: all but the tuning group, which runs when named: `tft_tuning`, `foxhunt tune`).
+    Trade-date partitioned assets rebuild only the dates new files touch (plus the date before,
+    whose last targets they complete), or the range --from/--to, in one run."""
     from foxhunt_pipeline.cli.runner import materialize_selection
 
     paths = _paths(home)
     profile = _profile(profile, paths)
     ok = materialize_selection(paths, list(selection) or ["*"], profile=profile, all_partitions=all_partitions,
-                               echo=click.echo)
+                               date_from=date_from.date() if date_from else None,
+                               date_to=date_to.date() if date_to else None, echo=click.echo)
     sys.exit(0 if ok else 1)
 
 
@@ -283,7 +291,8 @@ def download(dataset, symbols, schema, start, end, stype_in, home) -> None:
 @main.command()
 @click.argument("model")
 @click.option("--features", "features_path", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Features parquet (default: $FOXHUNT_HOME/warehouse/features/data.parquet).")
+              help="Features parquet or directory (default: $FOXHUNT_HOME/warehouse/features, "
+              "one folder per trade date).")
 @click.option("--root", default=None)
 @click.option("--start", default=None, help="ISO datetime (UTC), inclusive.")
 @click.option("--end", default=None, help="ISO datetime (UTC), inclusive.")
@@ -296,7 +305,7 @@ def predict(model, features_path, root, start, end, out, home) -> None:
     from foxhunt_pipeline.serving.predict import PredictInputError
 
     paths = _paths(home)
-    features_path = features_path or paths.table_dir("features") / "data.parquet"
+    features_path = features_path or paths.table_dir("features")
     try:
         with _local_model(model, paths) as artifact:
             df = _predict(artifact, features_path, root=root, start=start, end=end)
@@ -361,15 +370,15 @@ def _predict(artifact: Path, features_path: Path, *, root, start, end):
     import polars as pl
 
     from foxhunt_pipeline.serving.loaded import LoadedModel
-    from foxhunt_pipeline.serving.predict import _as_utc, predict_from_parquet
+    from foxhunt_pipeline.serving.predict import _as_utc, features_files, predict_from_parquet
 
     loaded = LoadedModel.load(artifact)
     if loaded.kind == "forecaster":
         return predict_from_parquet(artifact, features_path, root=root, start=start, end=end)
-    lf = pl.scan_parquet(features_path)
+    lf = pl.scan_parquet(features_files(Path(features_path)), hive_partitioning=False)
     if root:
         lf = lf.filter(pl.col("root") == root)
-    out = loaded.predict(lf.select(loaded.input_columns).collect())
+    out = loaded.predict(lf.select(loaded.input_columns).sort("root", "ts_event").collect())
     if start:
         out = out.filter(pl.col("ts_event") >= _as_utc(start))
     if end:

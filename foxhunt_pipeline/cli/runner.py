@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
@@ -22,6 +23,8 @@ Echo = Callable[[str], None]
 CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
 #: groups that run only when named: a study is a deliberate (long) run, not part of "all"
 NOT_BY_DEFAULT = ("tuning",)
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
 
 
 def parse_selection(selection: list[str]):
@@ -59,12 +62,15 @@ def materialize_selection(
     *,
     profile: str = "default",
     all_partitions: bool = False,
+    date_from: date | None = None,
+    date_to: date | None = None,
     echo: Echo = print,
     run_config: dict | None = None,
 ) -> bool:
-    """Ingests each selected landed file in its own run (one partition each), then the rest of
-    the selection in one run (with ``run_config``). Returns False if any step or blocking
-    check failed."""
+    """Ingests each selected landed file in its own run (one partition each), then the selected
+    trade-date partitioned assets over one range of dates in one run (``dated_range``), then
+    the rest of the selection in one run (with ``run_config``). Returns False if any step or
+    blocking check failed."""
     import dagster as dg
 
     from foxhunt_pipeline.cli.console import console_without_traces
@@ -88,6 +94,7 @@ def materialize_selection(
     job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
     tags = {"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()}
     ok = True
+    todo: list[str] = []
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
         todo = partitions if all_partitions else _unmaterialized(instance, raw_key, partitions)
@@ -98,7 +105,22 @@ def materialize_selection(
                 raise_on_error=False, tags=tags,
             )
             ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
-    rest = [k for k in keys if k != raw_key]
+    dated = [k for k in graph.toposorted_asset_keys
+             if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
+    if dated:
+        span = dated_range(instance, paths, dated, todo, all_partitions=all_partitions,
+                           date_from=date_from, date_to=date_to)
+        if span is None:
+            echo(f"{', '.join(k.to_user_string() for k in dated)}: every trade date is up to date")
+        else:
+            t0 = time.perf_counter()
+            res = job.execute_in_process(
+                run_config=CLI_LOGGERS, instance=instance, asset_selection=dated, raise_on_error=False,
+                tags={**tags, RANGE_START: span[0], RANGE_END: span[1]},
+            )
+            label = f"{', '.join(k.to_user_string() for k in dated)} [{span[0]} .. {span[1]}]"
+            ok &= _report(res, label, t0, echo)
+    rest = [k for k in keys if k != raw_key and k not in dated]
     if rest:
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
         t0 = time.perf_counter()
@@ -119,6 +141,35 @@ def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
     removed = FoxhuntStorage(home=str(paths.home)).sweep(force=True)
     if removed:
         echo(f"removed {len(removed)} temporary file(s) left by killed runs")
+
+
+def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str], *,
+                all_partitions: bool, date_from: date | None, date_to: date | None
+                ) -> tuple[str, str] | None:
+    """(first, last) partition key to rebuild: --from/--to when given, else every date when
+    ``all_partitions``, else the dates the ingested files hold plus the dates with raw data
+    never materialized, widened by one stored date before (its last targets need the new
+    date's first bars). None when nothing needs a rebuild."""
+    from foxhunt_pipeline.storage import continuous_dates
+    from foxhunt_pipeline.storage.object_store import warehouse_root
+    from foxhunt_pipeline.storage.trade_dates import partition_key_of
+
+    root = warehouse_root(home=paths.home)
+    have = continuous_dates.all_dates(root)
+    if date_from is not None or date_to is not None:
+        lo = date_from or (have[0] if have else None)
+        hi = date_to or (have[-1] if have else None)
+        if lo is None or hi is None or lo > hi:
+            return None
+        return partition_key_of(lo), partition_key_of(hi)
+    if all_partitions:
+        wanted = set(have)
+    else:
+        wanted = set(continuous_dates.touched_dates(root, ingested))
+        for key in dated:
+            done = instance.get_materialized_partitions(key)
+            wanted |= {d for d in have if partition_key_of(d) not in done}
+    return continuous_dates.rebuild_span(root, wanted)
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:

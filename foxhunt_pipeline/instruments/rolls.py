@@ -178,45 +178,61 @@ def _fronts_for_root(root: str, daily: pl.DataFrame) -> tuple[list[tuple], list[
     return out_days, rolls
 
 
-def build_continuous(raw: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(continuous_bars, rolls) from all raw_bars; see the module docstring for the rule."""
-    bars = (
-        dedupe_bars(raw)
-        .select(BAR_COLUMNS)
-        .with_columns(trade_date(pl.col("ts_event")).alias("day"))
-    )
-    bars_df = bars.collect()
-    daily = (
-        bars_df.group_by("root", "symbol", "day")
+FRONTS_SCHEMA = {
+    "root": pl.String,
+    "day": pl.Date,
+    "symbol": pl.String,
+    "contract_seq": pl.Int32,
+    "expiry": pl.Date,
+}
+
+
+def dated_bars(raw: pl.LazyFrame) -> pl.LazyFrame:
+    """De-duplicated bars with their trade date (``day``)."""
+    return dedupe_bars(raw).select(BAR_COLUMNS).with_columns(trade_date(pl.col("ts_event")).alias("day"))
+
+
+def daily_volume(bars: pl.DataFrame) -> pl.DataFrame:
+    """Volume per (root, symbol, trade date) of de-duplicated bars: all a roll decision reads."""
+    return (
+        bars.group_by("root", "symbol", "day")
         # Int128: a u64 sum wraps silently (a broken bar near 2**64 would make the front
         # look idle and move the roll)
         .agg(pl.col("volume").cast(pl.Int128).sum())
         .sort("root", "day", "symbol")
     )
+
+
+def fronts_from_daily(daily: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(front per root and trade date, rolls) from ``daily_volume`` rows. The front of a
+    date depends only on earlier dates, so the rows of any prefix of the dates are the same
+    whatever follows them."""
     day_rows: list[tuple] = []
     roll_rows: list[tuple] = []
-    for (root,), part in daily.partition_by("root", as_dict=True, maintain_order=True).items():
+    for (root,), part in daily.sort("root", "day", "symbol").partition_by(
+        "root", as_dict=True, maintain_order=True
+    ).items():
         d, r = _fronts_for_root(root, part)
         day_rows += d
         roll_rows += r
-    fronts = pl.DataFrame(
-        day_rows,
-        schema={
-            "root": pl.String,
-            "day": pl.Date,
-            "symbol": pl.String,
-            "contract_seq": pl.Int32,
-            "expiry": pl.Date,
-        },
-        orient="row",
-    )
-    rolls = pl.DataFrame(roll_rows, schema=ROLLS_SCHEMA, orient="row")
-    continuous = (
-        bars_df.join(fronts, on=["root", "day", "symbol"], how="inner")
+    fronts = pl.DataFrame(day_rows, schema=FRONTS_SCHEMA, orient="row")
+    return fronts, pl.DataFrame(roll_rows, schema=ROLLS_SCHEMA, orient="row")
+
+
+def join_fronts(bars: pl.DataFrame, fronts: pl.DataFrame) -> pl.DataFrame:
+    """The front contract's bars (``dated_bars`` rows of any set of dates) -> continuous rows."""
+    return (
+        bars.join(fronts, on=["root", "day", "symbol"], how="inner")
         .select(*BAR_COLUMNS, "contract_seq", "expiry")
         .sort("root", "ts_event", "publisher_id")
     )
-    return continuous, rolls
+
+
+def build_continuous(raw: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(continuous_bars, rolls) from all raw_bars; see the module docstring for the rule."""
+    bars_df = dated_bars(raw).collect()
+    fronts, rolls = fronts_from_daily(daily_volume(bars_df))
+    return join_fronts(bars_df, fronts), rolls
 
 
 def days_to_expiry(expiry: pl.Expr, ts: pl.Expr) -> pl.Expr:
@@ -225,9 +241,14 @@ def days_to_expiry(expiry: pl.Expr, ts: pl.Expr) -> pl.Expr:
 
 
 __all__ = [
+    "FRONTS_SCHEMA",
     "ROLLS_SCHEMA",
     "DuplicateConflicts",
     "build_continuous",
+    "daily_volume",
+    "dated_bars",
+    "fronts_from_daily",
+    "join_fronts",
     "contract_expiry",
     "days_to_expiry",
     "dedupe_bars",

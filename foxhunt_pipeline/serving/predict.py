@@ -54,19 +54,29 @@ def predict_from_parquet(
     fn, meta = load_artifact(artifact_path)
     _check_forecaster(meta, Path(artifact_path))
     path = Path(features_parquet)
-    if not path.exists():
-        raise PredictInputError(f"{path}: features parquet not found")
-    schema = pl.read_parquet_schema(path)
+    files = features_files(path)
+    schema = pl.read_parquet_schema(files[0])
     _check_columns(schema, meta, path)
     if check_feature_hash:
         check_features_match(list(schema), meta, path)
 
-    lf = pl.scan_parquet(path)
+    lf = pl.scan_parquet(files, hive_partitioning=False)
     if root is not None:
         roots = [root] if isinstance(root, str) else list(root)
         lf = lf.filter(pl.col("root").is_in(roots))
     df = lf.select(*KEY_COLUMNS, *_input_columns(meta)).sort("root", "ts_event").collect()
     return predict_frame(fn, meta, df, start=start, end=end, future_known=future_known, batch_size=batch_size)
+
+
+def features_files(path: Path) -> list[Path]:
+    """The parquet files of a features file or directory (the table stored by trade date,
+    ``trade_date=*/*.parquet``), in date order."""
+    if not path.exists():
+        raise PredictInputError(f"{path}: features parquet not found")
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    if not files:
+        raise PredictInputError(f"{path}: no features parquet under this directory")
+    return files
 
 
 def predict_frame(

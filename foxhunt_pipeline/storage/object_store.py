@@ -161,7 +161,9 @@ def refresh_duckdb_views(duckdb_path: os.PathLike[str], root: UPath,
     if raw_bars_files(root):
         sources[RAW_BARS] = str(root / RAW_BARS / "source_file=*" / "data.parquet")
     for t in VIEW_TABLES[1:]:
-        if table_upath(root, t).is_file():
+        if (root / t).is_dir() and next(iter((root / t).glob(local.DATED_PARTS)), None) is not None:
+            sources[t] = str(root / t / local.DATED_PARTS)
+        elif table_upath(root, t).is_file():
             sources[t] = str(table_upath(root, t))
     for t in PART_TABLES:
         if (root / t).is_dir() and next(iter((root / t).glob("*.parquet")), None) is not None:

@@ -90,6 +90,9 @@ def raw_bars_partition_path(warehouse: Path | str, partition_key: str) -> Path:
     return Path(warehouse) / RAW_BARS / partition_dir_name(partition_key) / "data.parquet"
 
 
+DATED_PARTS = "trade_date=*/*.parquet"  # storage.trade_dates: continuous_bars, features
+
+
 def table_path(warehouse: Path | str, table: str) -> Path:
     """Single-file tables (continuous_bars, features): ``warehouse/<table>/data.parquet``."""
     return Path(warehouse) / table / "data.parquet"
@@ -139,7 +142,9 @@ def view_sources(warehouse: Path | str) -> dict[str, str]:
     if _raw_bars_files(warehouse):
         sources[RAW_BARS] = _raw_bars_glob(warehouse)
     for t in VIEW_TABLES[1:]:
-        if table_path(warehouse, t).is_file():
+        if next((Path(warehouse) / t).glob(DATED_PARTS), None) is not None:
+            sources[t] = str(Path(warehouse) / t / DATED_PARTS)
+        elif table_path(warehouse, t).is_file():  # a warehouse from before date partitions
             sources[t] = str(table_path(warehouse, t))
     return sources
 

@@ -15,17 +15,30 @@ def _requested(result) -> set[str]:
     return {k.to_user_string() for k in keys if result.get_num_requested(k) > 0}
 
 
-def _materialize(instance, *names: str) -> None:
-    """A successful run of each asset: its materialization and its blocking checks passed."""
+DATE = "2024-01-03"  # a trade-date partition of continuous_bars and features
+DATED = {"continuous_bars", "features"}
+
+
+def _materialize(instance, *names: str, day: str = DATE, checks: bool = True) -> None:
+    """A successful run of each asset: its materialization and (``checks``) its blocking
+    checks passed."""
     graph = defs.resolve_asset_graph()
     for name in names:
-        instance.report_runless_asset_event(dg.AssetMaterialization(name))
+        partition = day if name in DATED else None
+        instance.report_runless_asset_event(dg.AssetMaterialization(name, partition=partition))
         for key in graph.asset_check_keys:
             spec = graph.get_check_spec(key)
-            if key.asset_key == dg.AssetKey(name) and spec.blocking:
+            if checks and key.asset_key == dg.AssetKey(name) and spec.blocking:
                 instance.report_runless_asset_event(dg.AssetCheckEvaluation(
                     asset_key=key.asset_key, check_name=key.name, passed=True,
-                    severity=dg.AssetCheckSeverity.ERROR))
+                    severity=dg.AssetCheckSeverity.ERROR, partition=partition))
+
+
+def _features_check(instance, passed: bool, day: str = DATE) -> None:
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(asset_key=dg.AssetKey("features"), check_name="features_contract",
+                                passed=passed, severity=dg.AssetCheckSeverity.ERROR, partition=day)
+    )
 
 
 def test_new_training_dataset_requests_each_model_once():
@@ -48,17 +61,37 @@ def test_failed_blocking_check_stops_the_flow_downstream():
         start = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         _materialize(instance, "continuous_bars", "features", "training_dataset")
         first = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=start.cursor)
-        _materialize(instance, "features")
-        instance.report_runless_asset_event(
-            dg.AssetCheckEvaluation(asset_key=dg.AssetKey("features"), check_name="features_contract",
-                                    passed=False, severity=dg.AssetCheckSeverity.ERROR)
-        )
+        _materialize(instance, "features", day="2024-01-04", checks=False)
+        _features_check(instance, passed=False, day="2024-01-04")
         blocked = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
         assert "training_dataset" not in _requested(blocked)
-        _materialize(instance, "features")
-        instance.report_runless_asset_event(
-            dg.AssetCheckEvaluation(asset_key=dg.AssetKey("features"), check_name="features_contract",
-                                    passed=True, severity=dg.AssetCheckSeverity.ERROR)
-        )
+        _materialize(instance, "features", day="2024-01-05")  # the next date, its check passes
         flowing = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=blocked.cursor)
         assert "training_dataset" in _requested(flowing)
+
+
+def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(foxhunt_home):
+    from datetime import datetime
+
+    import polars as pl
+
+    from foxhunt_pipeline.automation import RANGE_END, RANGE_START, history_run_request
+    from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
+    from resources.storage import FoxhuntStorage
+
+    storage = FoxhuntStorage()
+    names = ["glbx-20240103.dbn.zst", "glbx-20240104.dbn.zst"]
+    for name, hour in zip(names, (12, 23), strict=True):  # 23:00 UTC Jan 4 trades Jan 5's date
+        day = 3 if name.endswith("03.dbn.zst") else 4
+        path = raw_bars_partition_path(storage.warehouse_root.path, name)
+        path.parent.mkdir(parents=True)
+        pl.DataFrame({"ts_event": [datetime(2024, 1, day, hour)]}).with_columns(
+            pl.col("ts_event").dt.cast_time_unit("ns").dt.replace_time_zone("UTC")).write_parquet(path)
+    with dg.instance_for_test() as instance:
+        assert history_run_request(instance, storage, 0) == (None, 0)
+        for name in names:
+            instance.report_runless_asset_event(dg.AssetMaterialization("raw_bars", partition=name))
+        request, cursor = history_run_request(instance, storage, 0)
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2024-01-03", "2024-01-05")
+        assert cursor > 0
+        assert history_run_request(instance, storage, cursor) == (None, cursor)  # once per burst

@@ -51,7 +51,7 @@ def test_a_bad_file_is_refused_by_name_and_later_good_files_still_flow(foxhunt_h
         assert not raw_bars_partition_path(paths.warehouse, refused).exists()
     # ... and the good ones still made it all the way, at their own bar size
     assert any(line.startswith("[ok] continuous_bars") for line in log), log
-    cont = pl.read_parquet(paths.warehouse / "continuous_bars" / "data.parquet")
+    cont = pl.read_parquet(paths.warehouse / "continuous_bars" / "trade_date=*" / "*.parquet")
     per_root = dict(cont.group_by("root").len().iter_rows())
     assert per_root == {"ES": 30, "6E": 30}
     steps = cont.filter(pl.col("root") == "ES")["ts_event"].diff().drop_nulls().unique()
@@ -60,24 +60,22 @@ def test_a_bad_file_is_refused_by_name_and_later_good_files_still_flow(foxhunt_h
 
 def _dataset_inputs(paths: FoxhuntPaths) -> pl.DataFrame:
     from foxhunt_pipeline.features import build_features
-    from tests.features_fixtures import make_continuous
+    from tests.features_fixtures import make_continuous, write_by_date
 
     bars = make_continuous(days=10, roots=("ES",), roll_after_day=4, session_fraction=0.3,
                            start=date(2024, 3, 4))
-    (paths.warehouse / "continuous_bars").mkdir(parents=True, exist_ok=True)
-    bars.write_parquet(paths.warehouse / "continuous_bars" / "data.parquet")
+    write_by_date(paths.warehouse, "continuous_bars", bars)
     return build_features(bars)
 
 
 def test_nan_features_keep_the_previous_training_dataset(foxhunt_home):
     from assets.features import DATASET_CHECK, training_dataset
     from resources.storage import FoxhuntStorage
+    from tests.features_fixtures import write_by_date
 
     paths = FoxhuntPaths.from_env().ensure()
     feats = _dataset_inputs(paths)
-    target = paths.warehouse / "features" / "data.parquet"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    feats.write_parquet(target)
+    write_by_date(paths.warehouse, "features", feats)
     resources = {"storage": FoxhuntStorage(home=str(paths.home))}
     first = dg.materialize([training_dataset], resources=resources)
     assert first.success
@@ -92,7 +90,7 @@ def test_nan_features_keep_the_previous_training_dataset(foxhunt_home):
         pl.when(pl.int_range(pl.len()) == 7).then(float("inf")).otherwise(pl.col("k_rth"))
         .cast(pl.Float32).alias("k_rth"),
     )
-    bad.write_parquet(target)
+    write_by_date(paths.warehouse, "features", bad)
     second = dg.materialize([training_dataset], resources=resources, raise_on_error=False)
     check = second.get_asset_check_evaluations()[0]
     assert check.check_name == DATASET_CHECK and not check.passed

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from foxhunt_pipeline.features import build_features
 from foxhunt_pipeline.features.grid import trade_date_expr
-from tests.features_fixtures import make_continuous
+from tests.features_fixtures import features_by_date, make_continuous
 
 PRICES = ("open", "high", "low", "close")
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,6 +58,8 @@ def test_perturbing_bars_after_t_leaves_everything_at_or_before_t_bit_identical(
     t = f0["ts_event"].sort()[int(frac * (f0.height - 1))]
     after = pl.col("ts_event") > t
     f1 = build_features(_perturb(b, after, seed, drop))
+    if seed % 3 == 0:  # the partitioned path (storage by trade date) holds the same property
+        f1 = features_by_date(_perturb(b, after, seed, drop))
     cols = _inputs(f0)
     left = f0.filter(pl.col("ts_event") <= t).select("ts_event", *cols)
     right = f1.filter(pl.col("ts_event") <= t).select("ts_event", *cols)
@@ -104,6 +106,8 @@ def test_features_on_the_first_k_days_equal_the_same_rows_on_all_days():
         days=4, roots=("ES", "ZN"), roll_after_day=1, session_fraction=0.4, constant_minutes=30
     )
     full = build_features(b)
+    # the trade-date partitioned path, one date per run as dates arrive, gives the same table
+    assert features_by_date(b, step_days=1).equals(full.sort("root", "ts_event"))
     dates = b.select(trade_date_expr().unique().sort()).to_series().to_list()
     for k in (2, 3):
         head = b.filter(trade_date_expr() <= dates[k - 1])

@@ -8,14 +8,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from upath import UPath
 
-from foxhunt_pipeline.features import build_features
+from foxhunt_pipeline.features import by_date
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
+from foxhunt_pipeline.ingest.decode import ingest_dbn_file
+from foxhunt_pipeline.storage import continuous_dates, trade_dates
+from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
 from foxhunt_pipeline.synthetic.generate import generate
 from models.evaluation.evaluate import evaluate_forecaster
 from models.tft.model import TemporalFusionTransformer, TFTConfig
 from models.training.loop import TrainConfig, train_forecaster
-from tests.walk_forward_data import continuous_from
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +26,17 @@ pytestmark = pytest.mark.slow
 def _dataset(tmp_path, random_walk: bool):
     landing = tmp_path / "landing"
     files = generate(landing, days=12, roots=("ES",), schema="ohlcv-1m", seed=21, random_walk=random_walk)
-    continuous = continuous_from(files, tmp_path)
-    feats = build_features(continuous)
+    warehouse = tmp_path / "warehouse"
+    for f in files:
+        ingest_dbn_file(f, raw_bars_partition_path(warehouse, f.name), source_file=f.name)
+    # the trade-date partitioned path the assets take (equal to the full rebuild: see
+    # tests/storage/test_history_by_date.py)
+    root = UPath(warehouse)
+    days = continuous_dates.all_dates(root)
+    continuous_dates.build_dates(root, days)
+    by_date.build_dates(root, days[0], days[-1])
+    continuous = trade_dates.read_dates(root, continuous_dates.TABLE).sort("root", "ts_event")
+    feats = trade_dates.read_dates(root, by_date.TABLE).sort("root", "ts_event")
     return build_training_dataset(feats, DatasetConfig(), close_prices=continuous)
 
 

@@ -20,8 +20,9 @@ from assets.ingestion import continuous_bars, raw_bars
 from assets.leaderboard import model_leaderboard
 from assets.quantization import tft_quantized
 from assets.training import tft_model
+from foxhunt_pipeline.automation import RANGE_END, RANGE_START
 from foxhunt_pipeline.ingest.landing import PARTITIONS_NAME
-from foxhunt_pipeline.storage import model_store, object_store
+from foxhunt_pipeline.storage import continuous_dates, model_store, object_store
 from foxhunt_pipeline.synthetic.generate import generate
 from models.training.checkpoint import load_checkpoint
 from resources.mlflow_tracking import MLflowResource
@@ -70,7 +71,11 @@ def test_graph_runs_with_every_durable_path_on_object_storage(foxhunt_home, tmp_
                               resources=resources).success
     downstream = [continuous_bars, features, training_dataset, tft_model, tft_evaluation,
                   tft_quantized, model_leaderboard]
-    res = dg.materialize([raw_bars, *downstream], selection=downstream, instance=instance,
+    # the trade-date partitioned assets over every date, in one run; then the rest
+    span = continuous_dates.rebuild_span(warehouse, continuous_dates.all_dates(warehouse))
+    assert dg.materialize([raw_bars, *downstream], selection=downstream[:2], instance=instance,
+                          resources=resources, tags={RANGE_START: span[0], RANGE_END: span[1]}).success
+    res = dg.materialize([raw_bars, *downstream], selection=downstream[2:], instance=instance,
                          resources=resources, run_config={"ops": {"tft_model": {"config": TFT},
                                                   "tft_evaluation": {"config": WALK_FORWARD}}})
     assert res.success
@@ -79,8 +84,9 @@ def test_graph_runs_with_every_durable_path_on_object_storage(foxhunt_home, tmp_
     assert {n: hashlib.sha256((landing / n).read_bytes()).hexdigest() for n in checksums} == checksums
     stored = _files(warehouse)
     assert sum(s.startswith("/raw_bars/source_file=") for s in stored) == len(checksums)
-    assert {"/continuous_bars/data.parquet", "/features/data.parquet",
-            "/training_dataset/current.json", "/model_leaderboard/leaderboard.md"} <= set(stored)
+    assert any(s.startswith("/continuous_bars/trade_date=") for s in stored)
+    assert any(s.startswith("/features/trade_date=") for s in stored)
+    assert {"/training_dataset/current.json", "/model_leaderboard/leaderboard.md"} <= set(stored)
     assert any(s.startswith("/model_evaluations/tft-") for s in stored)
     assert "foxhunt-tft" in (warehouse / "model_leaderboard" / "leaderboard.md").read_text()
     for local_dir in ("warehouse", "checkpoints", "landing"):

@@ -127,7 +127,7 @@ def test_the_same_file_landed_twice_adds_no_rows_and_runs_appear_on_the_instance
 
 def test_a_corrupt_file_fails_its_partition_with_a_named_error_and_keeps_the_rest(pipeline):
     paths, *_ = pipeline
-    before = pl.read_parquet(paths.table_dir("continuous_bars") / "data.parquet")
+    before = pl.read_parquet(paths.table_dir("continuous_bars") / "trade_date=*" / "*.parquet")
     good = sorted(p for p in paths.landing.glob("glbx-*.dbn.zst"))[1]
     bad = paths.landing / "glbx-mdp3-20990101.ohlcv-1m.dbn.zst"
     bad.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
@@ -137,7 +137,7 @@ def test_a_corrupt_file_fails_its_partition_with_a_named_error_and_keeps_the_res
     failed = [line for line in log if "FAILED" in line]
     assert failed and bad.name in "\n".join(log)
     assert bad.exists() and bad.stat().st_size == len(good.read_bytes()) // 2
-    after = pl.read_parquet(paths.table_dir("continuous_bars") / "data.parquet")
+    after = pl.read_parquet(paths.table_dir("continuous_bars") / "trade_date=*" / "*.parquet")
     assert after.equals(before)
 
 

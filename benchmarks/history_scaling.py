@@ -1,0 +1,189 @@
+"""History scaling: the data path up to training_dataset as the stored history grows.
+
+    nice python benchmarks/history_scaling.py [--days 30 120 365] [--work DIR] [--json out.json]
+
+For each history length: generate that many UTC days of 1-minute ES, ZN, CL, GC
+(``synthetic.generate``), decode every file to raw_bars, then, each step in a fresh process
+(peak RSS is the process's ``ru_maxrss``, imports included):
+
+* ``full``: continuous_bars + features over every trade date but the last landed file's,
+  then training_dataset over all of them (the partitioned path the assets take);
+* ``day``: the last file lands: continuous_bars + features for the dates it touches (plus
+  the date before), then training_dataset again;
+* ``anchor``: the unpartitioned path of before this change (one frame of the whole history:
+  ``build_continuous`` -> ``build_features`` -> ``build_training_dataset``), what the issue
+  measured as "today".
+
+Ratios: day / full (wall time), and peak RSS of each step / the 30-day one (flatness).
+Targets (issue 14, 2 cores): one day after a year <= 3 s and <= 1/10 of the full build; the
+peak of the full year's build <= 2 GB and within 1.5x from 30 to 365 days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+ROOTS = ("ES", "ZN", "CL", "GC")
+START = date(2024, 1, 2)
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _dataset(root) -> dict:
+    from foxhunt_pipeline.features.dataset import build_training_dataset
+    from foxhunt_pipeline.storage import trade_dates
+
+    t0 = time.perf_counter()
+    feats = trade_dates.scan_table(root, "features").collect()
+    closes = trade_dates.scan_table(root, "continuous_bars").select("ts_event", "root", "close").collect()
+    data = build_training_dataset(feats, close_prices=closes)
+    data.save(Path(root.path) / "training_dataset")
+    return {"dataset_s": time.perf_counter() - t0, "rows": feats.height}
+
+
+def child(step: str, warehouse: Path, last_file: str) -> dict:
+    """One measured step in this (fresh) process."""
+    from upath import UPath
+
+    from foxhunt_pipeline.features import build_features, by_date  # noqa: F401  (imports not timed)
+    from foxhunt_pipeline.features.dataset import build_training_dataset  # noqa: F401
+    from foxhunt_pipeline.storage import continuous_dates
+
+    root = UPath(warehouse)
+    out: dict = {"step": step}
+    t0 = time.perf_counter()
+    if step == "full":
+        days = continuous_dates.all_dates(root)
+        continuous_dates.build_dates(root, days)
+        out["continuous_s"] = time.perf_counter() - t0
+        by_date.build_dates(root, days[0], days[-1])
+        out["dates"] = len(days)
+    elif step == "day":
+        days = continuous_dates.touched_dates(root, [last_file])
+        lo, _ = continuous_dates.rebuild_span(root, days)
+        continuous_dates.build_dates(root, days)
+        out["continuous_s"] = time.perf_counter() - t0
+        by_date.build_dates(root, date.fromisoformat(lo), days[-1])
+        out["dates"] = len(days)
+    elif step == "anchor":
+        from foxhunt_pipeline.features import build_features
+        from foxhunt_pipeline.features.dataset import build_training_dataset
+        from foxhunt_pipeline.instruments.rolls import build_continuous
+        from foxhunt_pipeline.storage.object_store import scan_raw_bars
+
+        cont, _ = build_continuous(scan_raw_bars(root))
+        feats = build_features(cont)
+        build_training_dataset(feats, close_prices=cont.select("ts_event", "root", "close"))
+        out["rows"] = feats.height
+        out["total_s"] = time.perf_counter() - t0
+        out["peak_mb"] = _peak_mb()
+        return out
+    out["features_s"] = time.perf_counter() - t0 - out["continuous_s"]
+    out["data_peak_mb"] = _peak_mb()  # continuous_bars + features alone
+    out.update(_dataset(root))
+    out["total_s"] = time.perf_counter() - t0
+    out["peak_mb"] = _peak_mb()
+    return out
+
+
+def _run_child(step: str, warehouse: Path, last_file: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", step, "--warehouse", str(warehouse), "--last", last_file]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def prepare(days: int, work: Path) -> tuple[Path, Path, str, float]:
+    """(raw-only warehouse without the last file, the last file's raw partition, its key,
+    seconds to decode every file)."""
+    from foxhunt_pipeline.ingest.decode import ingest_dbn_file
+    from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
+    from foxhunt_pipeline.synthetic.generate import generate
+
+    base = work / f"{days}d"
+    files = sorted(generate(base / "landing", days=days, roots=ROOTS, start=START, seed=11))
+    raw = base / "raw"
+    t0 = time.perf_counter()
+    for f in files:
+        dest = raw_bars_partition_path(raw, f.name)
+        if not dest.is_file():
+            ingest_dbn_file(f, dest, source_file=f.name)
+    ingest_s = time.perf_counter() - t0
+    return raw, raw_bars_partition_path(raw, files[-1].name), files[-1].name, ingest_s
+
+
+def bench(days: int, work: Path) -> dict:
+    from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
+
+    raw, last_part, last_name, ingest_s = prepare(days, work)
+    wh = work / f"{days}d" / "warehouse"
+    shutil.rmtree(wh, ignore_errors=True)
+    shutil.copytree(raw, wh)
+    held = raw_bars_partition_path(wh, last_name)
+    shutil.rmtree(held.parent)  # the last file has not landed yet
+    full = _run_child("full", wh, last_name)
+    held.parent.mkdir(parents=True)
+    shutil.copyfile(last_part, held)
+    day = _run_child("day", wh, last_name)
+    anchor = _run_child("anchor", wh, last_name)
+    return {"days": days, "files": len(list((raw / "raw_bars").iterdir())), "ingest_s": ingest_s,
+            "full": full, "day": day, "anchor": anchor}
+
+
+def report(rows: list[dict]) -> str:
+    base = rows[0]
+    lines = [
+        "| days | files | rows | step | continuous s | features s | dataset s | total s | "
+        "peak RSS MB (continuous+features) | peak RSS MB (with dataset) |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        for step in ("full", "day", "anchor"):
+            s = r[step]
+            lines.append(
+                f"| {r['days']} | {r['files']} | {s.get('rows', '')} | {step} | "
+                f"{s.get('continuous_s', float('nan')):.2f} | {s.get('features_s', float('nan')):.2f} | "
+                f"{s.get('dataset_s', float('nan')):.2f} | {s['total_s']:.2f} | "
+                f"{s.get('data_peak_mb', float('nan')):.0f} | {s['peak_mb']:.0f} |")
+    lines += ["", "| days | day / full (time) | day: cont+features s | full peak / 30-day full peak | "
+              "full peak / anchor peak | decode all files s |", "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cf = r["day"]["continuous_s"] + r["day"]["features_s"]
+        lines.append(
+            f"| {r['days']} | {r['day']['total_s'] / r['full']['total_s']:.3f} | {cf:.2f} | "
+            f"{r['full']['peak_mb'] / base['full']['peak_mb']:.2f} | "
+            f"{r['full']['peak_mb'] / r['anchor']['peak_mb']:.2f} | {r['ingest_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--days", type=int, nargs="+", default=[30, 120, 365])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/foxhunt-history-bench"))
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--child", default=None)
+    ap.add_argument("--warehouse", type=Path, default=None)
+    ap.add_argument("--last", default="")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.warehouse, args.last), default=str))
+        return
+    rows = []
+    for d in args.days:
+        rows.append(bench(d, args.work))
+        print(report(rows), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Features of some trade dates, equal to the same dates of a full rebuild.
+
+Every feature is computed within one (root, contract_seq) segment and looks only back,
+except the targets, which look ``horizon`` bars ahead within the segment. So the features
+of dates [start, end] of a root are those of its segment read from the segment's first
+date (the warm-up, however long: EWMs have unbounded memory) up to the segment's next date
+after ``end`` (the targets of ``end``'s last bars), cut back to [start, end]. The segment
+starts come from the fronts table (``storage.continuous_dates``). Memory is one root's
+segment, whatever the length of the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+
+import polars as pl
+from upath import UPath
+
+from foxhunt_pipeline.features.build import _root_features, check_continuous
+from foxhunt_pipeline.features.grid import trade_date_expr
+from foxhunt_pipeline.features.library import FeatureConfig
+from foxhunt_pipeline.instruments.specs import spec
+from foxhunt_pipeline.storage import continuous_dates, trade_dates
+
+TABLE = "features"
+
+
+def segment_spans(fronts: pl.DataFrame, start: date, end: date) -> list[tuple[str, int, date, date]]:
+    """(root, contract_seq, first date to read, last date to read) of every segment that
+    trades in [start, end]."""
+    spans = []
+    for (root, seq), g in fronts.group_by("root", "contract_seq"):
+        days = g["day"]
+        if not ((days >= start) & (days <= end)).any():
+            continue
+        after = days.filter(days > end)
+        spans.append((root, int(seq), days.min(), after.min() if after.len() else end))
+    return sorted(spans)
+
+
+def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None
+                  ) -> Iterator[tuple[str, pl.DataFrame]]:
+    """(root, features rows of that root's dates in [start, end]), one segment at a time."""
+    cfg = cfg or FeatureConfig()
+    fronts = continuous_dates.read_fronts(root)
+    for r, seq, first, last in segment_spans(fronts, start, end):
+        spec(r)  # unknown roots fail here, by name
+        bars = trade_dates.read_dates(
+            root, continuous_dates.TABLE, first, last,
+            where=(pl.col("root") == r) & (pl.col("contract_seq") == seq),
+        )
+        if bars is None or bars.height <= cfg.warmup_bars:
+            continue
+        out = _root_features(check_continuous(bars), r, cfg)
+        if out is None:
+            continue
+        out = out.filter(trade_date_expr().is_between(start, end))
+        if out.height:
+            yield r, out
+
+
+def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
+                validate=None) -> dict[date, int]:
+    """Write ``features/trade_date=D/root=R.parquet`` for every date D in [start, end];
+    ``validate(frame) -> bool`` may veto a segment's rows (those dates keep their previous
+    version). Returns the rows written per date."""
+    rows: dict[date, int] = {}
+    written: dict[date, list[str]] = {}
+    vetoed: set[date] = set()
+    for r, frame in feature_dates(root, start, end, cfg):
+        framed = frame.with_columns(_d=trade_date_expr())
+        if validate is not None and not validate(frame):
+            vetoed |= set(framed["_d"].unique().to_list())
+            continue
+        for (day,), part in framed.partition_by("_d", as_dict=True, maintain_order=True).items():
+            trade_dates.write_part(root, TABLE, day, part.drop("_d"), part=f"root={r}")
+            written.setdefault(day, []).append(f"root={r}")
+            rows[day] = rows.get(day, 0) + part.height
+    for day in trade_dates.stored_dates(root, TABLE):
+        if start <= day <= end and day not in vetoed:
+            trade_dates.replace_date(root, TABLE, day, written.get(day, []))
+    return rows
+
+
+__all__ = ["build_dates", "feature_dates", "segment_spans"]

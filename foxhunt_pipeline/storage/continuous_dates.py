@@ -1,0 +1,249 @@
+"""continuous_bars by trade date: rebuild some dates while reading only their raw files.
+
+Three small pieces of state under ``<warehouse>/_state/`` make that possible (each a
+cache: deleting it costs one rescan, never a wrong answer):
+
+* ``raw_trade_dates.parquet``: which trade dates each raw_bars file holds, keyed by the
+  file's size and modification stamp, so a re-ingested file is re-read and no other;
+* ``daily_volume.parquet``: volume per (root, symbol, trade date) of the de-duplicated
+  bars of that date, keyed by the set of files holding the date: all a roll decision reads;
+* ``fronts.parquet``: the front contract of every root and date (rolls.fronts_from_daily
+  over every date's volume), which the features of a date use to find its segment's start.
+
+Building dates D1..Dn reads each date's raw files (a landed UTC day touches two trade
+dates), joins them with the fronts and writes ``continuous_bars/trade_date=D/``. The front
+of a date depends only on earlier dates' volumes, so a date built alone equals the same
+date of a full rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+import polars as pl
+from upath import UPath
+
+from foxhunt_pipeline.contracts import plausibility
+from foxhunt_pipeline.contracts.tables import RAW_BARS_POLARS_SCHEMA
+from foxhunt_pipeline.instruments import rolls
+from foxhunt_pipeline.storage import object_store, trade_dates
+
+TABLE = "continuous_bars"
+STATE = "_state"
+INDEX_SCHEMA = {"source": pl.String, "stamp": pl.String, "trade_date": pl.Date}
+# Decimal(38, 0) holds rolls.daily_volume's Int128 sums exactly, and every parquet writer
+# (pyarrow for object stores) knows it
+VOLUME_SCHEMA = {"trade_date": pl.Date, "root": pl.String, "symbol": pl.String,
+                 "volume": pl.Decimal(38, 0), "files": pl.String}
+
+
+def state_path(root: UPath, name: str) -> UPath:
+    return root / STATE / f"{name}.parquet"
+
+
+def _read_state(root: UPath, name: str, schema: dict) -> pl.DataFrame:
+    p = state_path(root, name)
+    return object_store.read_parquet(p) if p.is_file() else pl.DataFrame(schema=schema)
+
+
+def _stamp(p: UPath) -> str:
+    info = p.fs.info(p.path)
+    when = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
+    return f"{info.get('size')}:{when}"
+
+
+def _day_bounds(day: date) -> tuple[datetime, datetime]:
+    """A UTC interval holding every bar of trade date ``day`` (17:00 CT the evening before
+    to 17:00 CT; CT is UTC-5 or -6), a little wider so parquet statistics can prune."""
+    base = datetime.combine(day, time(), tzinfo=UTC)
+    return base - timedelta(hours=8), base + timedelta(hours=24)
+
+
+def raw_date_index(root: UPath) -> pl.DataFrame:
+    """(source, stamp, trade_date) for every live raw_bars file; re-reads only new or
+    re-ingested files (their ``ts_event`` column) and keeps the index file current."""
+    files = {str(p): p for p in object_store.raw_bars_files(root)}
+    stamps = {s: _stamp(p) for s, p in files.items()}
+    old = _read_state(root, "raw_trade_dates", INDEX_SCHEMA)
+    current = pl.DataFrame({"source": list(stamps), "stamp": list(stamps.values())},
+                           schema={"source": pl.String, "stamp": pl.String})
+    kept = old.join(current, on=["source", "stamp"], how="semi")
+    known = set(kept["source"].unique().to_list())
+    fresh = []
+    for s in sorted(set(files) - known):
+        ts = object_store.read_parquet(files[s], columns=["ts_event"])
+        days = ts.select(rolls.trade_date(pl.col("ts_event")).unique().sort().alias("trade_date"))
+        fresh.append(days.with_columns(source=pl.lit(s), stamp=pl.lit(stamps[s])))
+    index = pl.concat([kept, *(f.select(list(INDEX_SCHEMA)) for f in fresh)], how="vertical")
+    index = index.sort("trade_date", "source")
+    if fresh or kept.height != old.height:
+        object_store.write_parquet(index, state_path(root, "raw_trade_dates"))
+    return index
+
+
+def _files_of(index: pl.DataFrame, day: date) -> pl.DataFrame:
+    return index.filter(pl.col("trade_date") == day)
+
+
+def _files_key(rows: pl.DataFrame) -> str:
+    text = "\n".join(f"{s}|{k}" for s, k in sorted(rows.select("source", "stamp").iter_rows()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _day_raw(root: UPath, sources: list[str], day: date) -> pl.LazyFrame:
+    """The raw rows (duplicates included) of the files holding ``day``, cut to its bounds."""
+    lo, hi = _day_bounds(day)
+    if object_store.is_local(root):
+        raw = pl.scan_parquet([UPath(s).path for s in sources], hive_partitioning=False)
+    else:
+        raw = pl.concat([object_store.read_parquet(UPath(s)).lazy() for s in sources])
+    return raw.filter(pl.col("ts_event").is_between(lo, hi, closed="left"))
+
+
+def day_bars(root: UPath, index: pl.DataFrame, day: date) -> pl.DataFrame:
+    """De-duplicated bars of one trade date (with ``day``), read from the files holding it."""
+    sources = _files_of(index, day)["source"].to_list()
+    if not sources:
+        return pl.DataFrame(schema={**{c: RAW_BARS_POLARS_SCHEMA[c] for c in rolls.BAR_COLUMNS},
+                                    "day": pl.Date})
+    return rolls.dated_bars(_day_raw(root, sources, day)).filter(pl.col("day") == day).collect()
+
+
+def day_conflicts(root: UPath, index: pl.DataFrame, day: date) -> rolls.DuplicateConflicts:
+    """Copies of one date's bars that disagree with the copy kept (rolls.duplicate_conflicts)."""
+    sources = _files_of(index, day)["source"].to_list()
+    if not sources:
+        return rolls.DuplicateConflicts(0, pl.DataFrame())
+    raw = _day_raw(root, sources, day).filter(rolls.trade_date(pl.col("ts_event")) == day)
+    return rolls.duplicate_conflicts(raw)
+
+
+def daily_volumes(root: UPath, index: pl.DataFrame) -> pl.DataFrame:
+    """Volume per (root, symbol, trade date) for every date with raw data; recomputes only
+    the dates whose set of files changed and keeps the cache file current."""
+    keys = {d: _files_key(g) for (d,), g in index.group_by("trade_date")}
+    old = _read_state(root, "daily_volume", VOLUME_SCHEMA)
+    valid = old.filter(
+        pl.col("files") == pl.col("trade_date").replace_strict(keys, default=None, return_dtype=pl.String)
+    )
+    done = set(valid["trade_date"].unique().to_list())
+    fresh = []
+    for day in sorted(set(keys) - done):
+        vol = rolls.daily_volume(day_bars(root, index, day))
+        fresh.append(vol.rename({"day": "trade_date"}).with_columns(files=pl.lit(keys[day])))
+    out = pl.concat(
+        [valid, *(f.select(list(VOLUME_SCHEMA)).cast(VOLUME_SCHEMA) for f in fresh)], how="vertical"
+    ).sort("trade_date", "root", "symbol")
+    if fresh or valid.height != old.height:
+        object_store.write_parquet(out, state_path(root, "daily_volume"))
+    return out
+
+
+def read_fronts(root: UPath) -> pl.DataFrame:
+    return _read_state(root, "fronts", rolls.FRONTS_SCHEMA)
+
+
+@dataclass
+class ContinuousBuild:
+    """What a build of some dates did: rows per date, the roll table, and the dates outside
+    the build whose front changed (late data moved a roll: rebuild them too)."""
+
+    rows: dict[date, int] = field(default_factory=dict)
+    rolls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=rolls.ROLLS_SCHEMA))
+    stale: list[date] = field(default_factory=list)
+    unknown: list[date] = field(default_factory=list)
+    conflicts: int = 0  # duplicate bars that disagree with the copy kept
+    first_conflicts: pl.DataFrame = field(default_factory=pl.DataFrame)
+    jumps: int = 0  # bars flagged by plausibility.price_jumps (likely bad prints)
+    first_jumps: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    def add_conflicts(self, found: rolls.DuplicateConflicts, keep: int = 20) -> None:
+        self.conflicts += found.count
+        if found.count and self.first_conflicts.height < keep:
+            self.first_conflicts = pl.concat([self.first_conflicts, found.first], how="diagonal_relaxed").head(keep)
+
+    def add_jumps(self, found: pl.DataFrame, keep: int = 20) -> None:
+        self.jumps += found.height
+        if found.height and self.first_jumps.height < keep:
+            self.first_jumps = pl.concat([self.first_jumps, found], how="diagonal_relaxed").head(keep)
+
+    @property
+    def conflicts_message(self) -> str:
+        return rolls.DuplicateConflicts(self.conflicts, self.first_conflicts).message
+
+
+def _stored_before(root: UPath, day: date) -> pl.DataFrame | None:
+    """The stored continuous rows of the last date before ``day`` (price-jump warm-up)."""
+    before = [d for d in trade_dates.stored_dates(root, TABLE) if d < day]
+    return trade_dates.read_dates(root, TABLE, before[-1], before[-1]) if before else None
+
+
+def build_dates(
+    root: UPath,
+    days: Iterable[date],
+    validate: Callable[[pl.DataFrame], bool] | None = None,
+    jump_multiple: float = plausibility.DEFAULT_JUMP_MULTIPLE,
+    jump_window: int = plausibility.DEFAULT_JUMP_WINDOW,
+) -> ContinuousBuild:
+    """Rebuild continuous_bars for ``days``. ``validate(frame) -> bool`` may veto a date's
+    write (the previous version of that date then stays). Duplicate conflicts and price
+    jumps of the built dates are tallied; a date's jumps read the date before as warm-up."""
+    days = sorted(set(days))
+    index = raw_date_index(root)
+    volume = daily_volumes(root, index)
+    fronts, roll_table = rolls.fronts_from_daily(
+        volume.rename({"trade_date": "day"}).select("root", "symbol", "day", pl.col("volume").cast(pl.Int128))
+    )
+    old = read_fronts(root)
+    build = ContinuousBuild(rolls=roll_table)
+    if old.height:
+        moved = pl.concat([old.join(fronts, on=list(fronts.columns), how="anti"),
+                           fronts.join(old, on=list(fronts.columns), how="anti")])
+        build.stale = sorted(set(moved["day"].to_list()) - set(days))
+    object_store.write_parquet(fronts, state_path(root, "fronts"))
+    have = set(index["trade_date"].to_list())
+    previous = _stored_before(root, days[0]) if days else None
+    for day in days:
+        if day not in have:
+            build.unknown.append(day)
+        frame = rolls.join_fronts(day_bars(root, index, day), fronts.filter(pl.col("day") == day))
+        build.add_conflicts(day_conflicts(root, index, day))
+        warm = frame if previous is None else pl.concat([previous, frame], how="vertical_relaxed")
+        jumps = plausibility.price_jumps(warm, jump_multiple, jump_window)
+        build.add_jumps(jumps.filter(rolls.trade_date(pl.col("ts_event")) == day))
+        previous = frame
+        if validate is not None and not validate(frame):
+            continue
+        if frame.height or trade_dates.date_dir(root, TABLE, day).is_dir():
+            trade_dates.write_part(root, TABLE, day, frame)
+        build.rows[day] = frame.height
+    return build
+
+
+def touched_dates(root: UPath, sources: Iterable[str]) -> list[date]:
+    """Trade dates held by the given raw_bars files (their partition keys' files)."""
+    index = raw_date_index(root)
+    wanted = {str(object_store.raw_bars_partition_upath(root, s)) for s in sources}
+    return sorted(set(index.filter(pl.col("source").is_in(list(wanted)))["trade_date"].to_list()))
+
+
+def rebuild_span(root: UPath, days: Iterable[date]) -> tuple[str, str] | None:
+    """(first, last) trade-date partition key that rebuilds ``days``: from the stored date
+    before the first of them (its last targets need the new date's first bars) to the last."""
+    days = sorted(days)
+    if not days:
+        return None
+    before = [d for d in trade_dates.stored_dates(root, TABLE) if d < days[0]]
+    first = before[-1] if before else days[0]
+    return trade_dates.partition_key_of(first), trade_dates.partition_key_of(days[-1])
+
+
+def all_dates(root: UPath) -> list[date]:
+    return sorted(set(raw_date_index(root)["trade_date"].to_list()))
+
+
+__all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars", "day_conflicts",
+           "raw_date_index", "read_fronts", "rebuild_span", "touched_dates"]

@@ -1,0 +1,148 @@
+"""The trade-date partitioned data path: building day by day as files land equals building all
+dates at once and the unpartitioned full rebuild (continuous_bars, features, training_dataset),
+a new day reads only the raw files holding its dates, and a re-delivered file changes nothing."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date
+
+import numpy as np
+import polars as pl
+import pytest
+from upath import UPath
+
+from foxhunt_pipeline.features import build_features, by_date
+from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
+from foxhunt_pipeline.ingest.decode import ingest_dbn_file
+from foxhunt_pipeline.instruments.rolls import build_continuous
+from foxhunt_pipeline.storage import continuous_dates, object_store, trade_dates
+from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
+from foxhunt_pipeline.synthetic.generate import generate
+from models.windows import ARRAYS
+
+DATASET = DatasetConfig(lookback=16, horizon=5, fractions=(0.5, 0.35, 0.15))
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory):
+    """UTC-day DBN files of ES around ES's March 2024 roll (five UTC days, four trade
+    dates), each decoded once into a raw_bars partition."""
+    base = tmp_path_factory.mktemp("history")
+    files = sorted(generate(base / "landing", days=5, roots=("ES",), start=date(2024, 3, 7), seed=3))
+    raw = base / "raw"
+    for f in files:
+        ingest_dbn_file(f, raw_bars_partition_path(raw, f.name), source_file=f.name)
+    return files, raw
+
+
+def _land(raw, warehouse, name: str) -> None:
+    src = raw_bars_partition_path(raw, name)
+    dest = raw_bars_partition_path(warehouse, name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+
+
+def _build(root: UPath, new_files: list[str]) -> None:
+    """What ``foxhunt materialize`` does for newly ingested files: their dates, plus the stored
+    date before them (its last targets), in one run."""
+    days = continuous_dates.touched_dates(root, new_files)
+    before = [d for d in trade_dates.stored_dates(root, continuous_dates.TABLE) if d < days[0]]
+    continuous_dates.build_dates(root, days)
+    by_date.build_dates(root, before[-1] if before else days[0], days[-1])
+
+
+def _table(root: UPath, table: str) -> pl.DataFrame:
+    return trade_dates.read_dates(root, table).sort("root", "ts_event")
+
+
+def _dataset(root: UPath):
+    closes = _table(root, continuous_dates.TABLE).select("ts_event", "root", "close")
+    return build_training_dataset(_table(root, by_date.TABLE), DATASET, close_prices=closes)
+
+
+def test_day_by_day_equals_all_at_once_and_the_full_rebuild(landed, tmp_path):
+    files, raw = landed
+    daily, whole = UPath(tmp_path / "daily"), UPath(tmp_path / "whole")
+    for f in files:  # one landed file at a time
+        _land(raw, daily.path, f.name)
+        _build(daily, [f.name])
+    for f in files:
+        _land(raw, whole.path, f.name)
+    _build(whole, [f.name for f in files])
+
+    ref_cont, ref_rolls = build_continuous(object_store.scan_raw_bars(whole))
+    assert ref_rolls.height >= 1  # the ES roll lies inside the data
+    assert _table(daily, "continuous_bars").equals(ref_cont.sort("root", "ts_event"))
+    assert _table(whole, "continuous_bars").equals(ref_cont.sort("root", "ts_event"))
+    ref_feat = build_features(ref_cont).sort("root", "ts_event")
+    assert ref_feat.height > 0
+    assert _table(daily, "features").equals(ref_feat)
+    assert _table(whole, "features").equals(ref_feat)
+
+    a, b = _dataset(daily), _dataset(whole)
+    assert a.meta == b.meta
+    for split in a.splits:
+        for name in (*ARRAYS, "window_starts"):
+            np.testing.assert_array_equal(getattr(a.splits[split], name), getattr(b.splits[split], name))
+
+
+def test_a_new_day_reads_only_the_raw_files_of_its_dates(landed, tmp_path, monkeypatch):
+    files, raw = landed
+    root = UPath(tmp_path / "w")
+    for f in files[:-1]:
+        _land(raw, root.path, f.name)
+    _build(root, [f.name for f in files[:-1]])
+    before = _table(root, "continuous_bars")
+
+    read: list[str] = []
+    real = object_store.read_parquet
+    monkeypatch.setattr(object_store, "read_parquet",
+                        lambda p, columns=None: read.append(str(p)) or real(p, columns))
+    asked: list[date] = []
+    real_day_bars = continuous_dates.day_bars
+    monkeypatch.setattr(continuous_dates, "day_bars",
+                        lambda r, index, day: asked.append(day) or real_day_bars(r, index, day))
+    _land(raw, root.path, files[-1].name)
+    new = continuous_dates.touched_dates(root, [files[-1].name])
+    _build(root, [files[-1].name])
+    raw_reads = {p for p in read if "/raw_bars/" in p}
+    assert raw_reads == {str(raw_bars_partition_path(root.path, files[-1].name))}  # its date index only
+    assert set(asked) == set(new)  # volume and bars of the new dates, nothing older
+    after = _table(root, "continuous_bars")
+    old_dates = pl.col("ts_event") < after.filter(
+        pl.col("ts_event").dt.date() >= min(new))["ts_event"].min()
+    assert after.filter(old_dates).height >= before.filter(old_dates).height > 0
+
+
+def test_a_redelivered_file_adds_no_rows_and_moves_no_roll(landed, tmp_path):
+    files, raw = landed
+    root = UPath(tmp_path / "w")
+    for f in files:
+        _land(raw, root.path, f.name)
+    _build(root, [f.name for f in files])
+    cont, fronts = _table(root, "continuous_bars"), continuous_dates.read_fronts(root)
+    volume = continuous_dates.daily_volumes(root, continuous_dates.raw_date_index(root))
+
+    copy = raw_bars_partition_path(root.path, "again-" + files[2].name)
+    copy.parent.mkdir(parents=True)
+    shutil.copyfile(raw_bars_partition_path(raw, files[2].name), copy)
+    _build(root, ["again-" + files[2].name])
+    assert _table(root, "continuous_bars").equals(cont)
+    assert continuous_dates.read_fronts(root).equals(fronts)
+    again = continuous_dates.daily_volumes(root, continuous_dates.raw_date_index(root))
+    assert again.drop("files").equals(volume.drop("files"))  # de-duplicated, not summed twice
+
+
+def test_a_weekend_trade_date_belongs_to_the_friday_partition_and_a_span_starts_a_date_early(tmp_path):
+    assert trade_dates.partition_key_of(date(2024, 3, 9)) == "2024-03-08"  # Saturday
+    assert trade_dates.partition_key_of(date(2024, 3, 10)) == "2024-03-08"  # Sunday
+    assert trade_dates.partition_key_of(date(2024, 3, 11)) == "2024-03-11"
+    root = UPath(tmp_path)
+    empty = pl.DataFrame({"ts_event": []})
+    for d in (date(2024, 3, 7), date(2024, 3, 8)):
+        trade_dates.write_part(root, continuous_dates.TABLE, d, empty)
+    assert continuous_dates.rebuild_span(root, []) is None
+    # the new Monday completes Friday's last targets: the run starts at Friday
+    assert continuous_dates.rebuild_span(root, [date(2024, 3, 11)]) == ("2024-03-08", "2024-03-11")
+    assert continuous_dates.rebuild_span(root, [date(2024, 3, 7)]) == ("2024-03-07", "2024-03-07")
