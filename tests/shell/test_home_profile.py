@@ -46,7 +46,7 @@ def test_a_bad_stored_profile_is_named(tmp_path, no_env_profile):
 def test_materialize_uses_the_homes_profile(tmp_path, no_env_profile, monkeypatch):
     seen = {}
 
-    def fake(paths, selection, *, profile, all_partitions, echo):
+    def fake(paths, selection, *, profile, all_partitions, echo, **_):
         seen["profile"] = profile
         return True
 

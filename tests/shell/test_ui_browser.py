@@ -168,7 +168,9 @@ def test_launch_materialization_over_graphql_and_see_it_on_the_asset_page(server
              ... on PythonError { message } ... on InvalidSubsetError { message } } }""",
         {"p": {"selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__",
                             "jobName": "__ASSET_JOB", "assetSelection": [{"path": ["continuous_bars"]}]},
-               "runConfigData": {}}},
+               "runConfigData": {},
+               # one trade-date partition (nothing landed yet: the date builds empty)
+               "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "2024-01-02"}]}}},
     )["launchRun"]
     assert launch["__typename"] == "LaunchRunSuccess", launch
     run_id = launch["run"]["runId"]
