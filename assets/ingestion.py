@@ -69,6 +69,7 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
 
 @dg.asset(
     partitions_def=landed_files,
+    backfill_policy=dg.BackfillPolicy.single_run(),
     group_name="ingestion",
     kinds={"polars", "parquet", "duckdb"},
     owners=OWNERS,
@@ -88,10 +89,44 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     "quarantine and the previous version of the partition stays live.",
 )
 def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
+    from foxhunt_pipeline.storage import object_store
+
+    keys = context.partition_keys
+    if len(keys) == 1:  # one landed file: the sensor's runs, a UI click
+        metadata, result = _ingest(context, storage, keys[0])
+        object_store.refresh_duckdb_views(storage.duckdb_path, storage.warehouse_root)
+        yield dg.MaterializeResult(metadata=metadata)
+        yield check_result(RAW_CHECK, result)
+        return
+    # a range of landed files in one run (foxhunt materialize, a UI backfill): the start-up of
+    # a run costs more than decoding a day of bars. A file that fails is named and the run
+    # fails, after every other file of the range was ingested (foxhunt materialize then runs
+    # the range's files one by one, so each gets its own result).
+    failed: list[str] = []
+    rows = 0
+    for key in keys:
+        try:
+            metadata, result = _ingest(context, storage, key)
+        except dg.Failure as e:
+            failed.append(f"{key}: {e.description}")
+            continue
+        rows += metadata["rows"].value
+        if not result.passed:
+            failed.append(f"{key}: contract failed ({result.message})")
+    object_store.refresh_duckdb_views(storage.duckdb_path, storage.warehouse_root)
+    if failed:
+        raise dg.Failure(description=f"{len(failed)} of {len(keys)} landed files failed: "
+                         + "; ".join(failed[:5]), allow_retries=False)
+    yield dg.MaterializeResult(metadata={"files": dg.MetadataValue.int(len(keys)),
+                                         "rows": dg.MetadataValue.int(rows)})
+    yield check_result(RAW_CHECK, _passed())
+
+
+def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str):
+    """Decode and validate one landed file into its raw_bars partition: (metadata, result)."""
     from foxhunt_pipeline.ingest import decode as dbn_decode
     from foxhunt_pipeline.storage import object_store
 
-    key = context.partition_key
     root = storage.warehouse_root
     with landed_copy(storage, key) as src:
         # in the run's scratch area: removed with it on failure, swept if the run is killed
@@ -116,25 +151,21 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
         where = object_store.put_file(
             staging, root / "_quarantine" / "raw_bars" / live.parent.name / "data.parquet")
         context.log.error(f"{key}: contract failed, kept at {where}; live partition unchanged")
-    object_store.refresh_duckdb_views(storage.duckdb_path, root)
-
-    yield dg.MaterializeResult(
-        metadata={
-            "rows": dg.MetadataValue.int(report.rows_out),
-            "rows_in_file": dg.MetadataValue.int(report.rows_in),
-            "spreads_dropped": dg.MetadataValue.int(report.spreads_dropped),
-            "duplicates_dropped": dg.MetadataValue.int(report.duplicates_dropped),
-            "conflicting_duplicates": dg.MetadataValue.int(report.conflicting_duplicates),
-            "undef_price_rows": dg.MetadataValue.int(report.undef_price_rows),
-            "schema": report.schema,
-            "dbn_version": dg.MetadataValue.int(int(report.dbn_version)),
-            "symbols": ", ".join(map(str, report.symbols)),
-            "path": dg.MetadataValue.path(str(where)),
-            "status": "live" if result.passed else "quarantined (contract failed)",
-            "preview": dg.MetadataValue.md(markdown_table(preview, 10)),
-        }
-    )
-    yield check_result(RAW_CHECK, result)
+    metadata = {
+        "rows": dg.MetadataValue.int(report.rows_out),
+        "rows_in_file": dg.MetadataValue.int(report.rows_in),
+        "spreads_dropped": dg.MetadataValue.int(report.spreads_dropped),
+        "duplicates_dropped": dg.MetadataValue.int(report.duplicates_dropped),
+        "conflicting_duplicates": dg.MetadataValue.int(report.conflicting_duplicates),
+        "undef_price_rows": dg.MetadataValue.int(report.undef_price_rows),
+        "schema": report.schema,
+        "dbn_version": dg.MetadataValue.int(int(report.dbn_version)),
+        "symbols": ", ".join(map(str, report.symbols)),
+        "path": dg.MetadataValue.path(str(where)),
+        "status": "live" if result.passed else "quarantined (contract failed)",
+        "preview": dg.MetadataValue.md(markdown_table(preview, 10)),
+    }
+    return metadata, result
 
 
 @dg.asset(

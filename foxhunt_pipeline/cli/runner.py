@@ -23,6 +23,9 @@ Echo = Callable[[str], None]
 CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
 #: groups that run only when named: a study is a deliberate (long) run, not part of "all"
 NOT_BY_DEFAULT = ("tuning",)
+#: landed files ingested per run by ``materialize_selection`` (a run's start-up costs more
+#: than decoding a day of 1-minute bars)
+INGEST_BATCH = 100
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 
@@ -98,13 +101,31 @@ def materialize_selection(
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
         todo = partitions if all_partitions else _unmaterialized(instance, raw_key, partitions)
-        for i, key in enumerate(todo, 1):
+
+        def ingest_one(key: str, label: str) -> bool:
             t0 = time.perf_counter()
             res = job.execute_in_process(
                 run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
                 raise_on_error=False, tags=tags,
             )
-            ok &= _report(res, f"raw_bars[{key}] ({i}/{len(todo)})", t0, echo)
+            return _report(res, f"raw_bars[{key}] ({label})", t0, echo)
+
+        for batch in ingest_batches(partitions, todo):
+            if len(batch) == 1:
+                ok &= ingest_one(batch[0], f"{todo.index(batch[0]) + 1}/{len(todo)}")
+                continue
+            t0 = time.perf_counter()
+            res = job.execute_in_process(
+                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], raise_on_error=False,
+                tags={**tags, RANGE_START: batch[0], RANGE_END: batch[-1]},
+            )
+            if res.success:
+                _report(res, f"raw_bars[{batch[0]} .. {batch[-1]}] ({len(batch)} files)", t0, echo)
+                continue
+            # a file of the batch failed: each file on its own, so each gets its own result
+            echo(f"[..] raw_bars: a file of {batch[0]} .. {batch[-1]} failed; ingesting them one by one")
+            for key in batch:
+                ok &= ingest_one(key, f"{todo.index(key) + 1}/{len(todo)}")
     dated = [k for k in graph.toposorted_asset_keys
              if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
     if dated:
@@ -170,6 +191,25 @@ def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str],
             done = instance.get_materialized_partitions(key)
             wanted |= {d for d in have if partition_key_of(d) not in done}
     return continuous_dates.rebuild_span(root, wanted)
+
+
+def ingest_batches(partitions: list[str], todo: list[str], size: int = INGEST_BATCH) -> list[list[str]]:
+    """``todo`` cut into runs of consecutive landed-file partitions (a run covers a range of
+    the registered order, so a batch never spans a file that needs no ingest), at most
+    ``size`` files each."""
+    wanted = set(todo)
+    batches: list[list[str]] = []
+    current: list[str] = []
+    for key in partitions:
+        if key in wanted and len(current) < size:
+            current.append(key)
+            continue
+        if current:
+            batches.append(current)
+        current = [key] if key in wanted else []
+    if current:
+        batches.append(current)
+    return batches
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
