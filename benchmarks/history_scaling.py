@@ -14,9 +14,13 @@ For each history length: generate that many UTC days of 1-minute ES, ZN, CL, GC
   ``build_continuous`` -> ``build_features`` -> ``build_training_dataset``), what the issue
   measured as "today".
 
+* ``ingest``: ``foxhunt materialize raw_bars`` on a fresh home holding every landed file
+  (real Dagster runs), 100 files per run; for 30 days also one run per file (the anchor).
+
 Ratios: day / full (wall time), and peak RSS of each step / the 30-day one (flatness).
 Targets (issue 14, 2 cores): one day after a year <= 3 s and <= 1/10 of the full build; the
-peak of the full year's build <= 2 GB and within 1.5x from 30 to 365 days.
+peak of the full year's build <= 2 GB and within 1.5x from 30 to 365 days; a year of files
+ingested in <= 40 s.
 """
 
 from __future__ import annotations
@@ -51,8 +55,27 @@ def _dataset(root) -> dict:
     return {"dataset_s": time.perf_counter() - t0, "rows": feats.height}
 
 
+def ingest(home: Path, batch: int) -> dict:
+    """``foxhunt materialize raw_bars`` on a home whose landing zone holds every file: real
+    Dagster runs on a real instance, ``batch`` files per run (1: one run per file)."""
+    import os
+
+    os.environ["FOXHUNT_HOME"] = str(home)
+    from foxhunt_pipeline.cli import runner
+    from foxhunt_pipeline.config.paths import FoxhuntPaths
+
+    runner.INGEST_BATCH = batch
+    paths = FoxhuntPaths.from_env(home).ensure()
+    t0 = time.perf_counter()
+    ok = runner.materialize_selection(paths, ["raw_bars"], profile="fast", echo=lambda _: None)
+    return {"step": f"ingest_batch{batch}", "ok": ok, "total_s": time.perf_counter() - t0,
+            "peak_mb": _peak_mb()}
+
+
 def child(step: str, warehouse: Path, last_file: str) -> dict:
     """One measured step in this (fresh) process."""
+    if step.startswith("ingest"):
+        return ingest(warehouse, int(step.removeprefix("ingest")))
     from upath import UPath
 
     from foxhunt_pipeline.features import build_features, by_date  # noqa: F401  (imports not timed)
@@ -121,7 +144,7 @@ def prepare(days: int, work: Path) -> tuple[Path, Path, str, float]:
     return raw, raw_bars_partition_path(raw, files[-1].name), files[-1].name, ingest_s
 
 
-def bench(days: int, work: Path) -> dict:
+def bench(days: int, work: Path, per_file_up_to: int = 30) -> dict:
     from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
 
     raw, last_part, last_name, ingest_s = prepare(days, work)
@@ -135,8 +158,15 @@ def bench(days: int, work: Path) -> dict:
     shutil.copyfile(last_part, held)
     day = _run_child("day", wh, last_name)
     anchor = _run_child("anchor", wh, last_name)
-    return {"days": days, "files": len(list((raw / "raw_bars").iterdir())), "ingest_s": ingest_s,
-            "full": full, "day": day, "anchor": anchor}
+    out = {"days": days, "files": len(list((raw / "raw_bars").iterdir())), "ingest_s": ingest_s,
+           "full": full, "day": day, "anchor": anchor}
+    for batch in (100, 1) if days <= per_file_up_to else (100,):
+        home = work / f"{days}d" / f"home-batch{batch}"
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.copytree(work / f"{days}d" / "landing", home / "landing")
+        out[f"ingest_batch{batch}"] = _run_child(f"ingest{batch}", home, "")
+        shutil.rmtree(home, ignore_errors=True)
+    return out
 
 
 def report(rows: list[dict]) -> str:
@@ -162,6 +192,12 @@ def report(rows: list[dict]) -> str:
             f"| {r['days']} | {r['day']['total_s'] / r['full']['total_s']:.3f} | {cf:.2f} | "
             f"{r['full']['peak_mb'] / base['full']['peak_mb']:.2f} | "
             f"{r['full']['peak_mb'] / r['anchor']['peak_mb']:.2f} | {r['ingest_s']:.1f} |")
+    lines += ["", "| days | files | decode floor s (ingest_dbn_file, no Dagster) | foxhunt materialize raw_bars, "
+              "100 files per run s | one run per file s | per-file / batched |", "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        b = r.get("ingest_batch100", {}).get("total_s", float("nan"))
+        one = r.get("ingest_batch1", {}).get("total_s", float("nan"))
+        lines.append(f"| {r['days']} | {r['files']} | {r['ingest_s']:.1f} | {b:.1f} | {one:.1f} | {one / b:.1f} |")
     return "\n".join(lines)
 
 
