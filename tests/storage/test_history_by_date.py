@@ -146,3 +146,40 @@ def test_a_weekend_trade_date_belongs_to_the_friday_partition_and_a_span_starts_
     # the new Monday completes Friday's last targets: the run starts at Friday
     assert continuous_dates.rebuild_span(root, [date(2024, 3, 11)]) == ("2024-03-08", "2024-03-11")
     assert continuous_dates.rebuild_span(root, [date(2024, 3, 7)]) == ("2024-03-07", "2024-03-07")
+
+
+def test_a_date_built_alone_flags_the_jumps_and_conflicts_of_a_full_build(landed, tmp_path):
+    from foxhunt_pipeline.contracts.plausibility import price_jumps
+    from foxhunt_pipeline.instruments.rolls import duplicate_conflicts, trade_date
+
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+    days = continuous_dates.all_dates(root)
+    day = days[1]  # not the roll date: its first bar continues the segment of the date before
+    # a bad print on the very first bar of ``day``: only the date before can warm it up
+    index = continuous_dates.raw_date_index(root)
+    source = index.filter(pl.col("trade_date") == day)["source"].sort()[0]
+    bars = pl.read_parquet(UPath(source).path)
+    first = bars.filter(trade_date(pl.col("ts_event")) == day)["ts_event"].min()
+    at_first = pl.col("ts_event") == first
+    bars = bars.with_columns(pl.when(at_first).then(pl.col("close") * 1.5).otherwise(pl.col("high")).alias("high"))
+    bars.write_parquet(UPath(source).path)
+    # and a second delivery of three of its bars with other prices
+    copy = bars.filter(trade_date(pl.col("ts_event")) == day).head(3).with_columns(
+        pl.col("close") + 0.25, pl.col("high") + 0.25, source_file=pl.lit("zz-copy.dbn.zst"))
+    dest = raw_bars_partition_path(root.path, "zz-copy.dbn.zst")
+    dest.parent.mkdir(parents=True)
+    copy.write_parquet(dest)
+
+    continuous_dates.build_dates(root, [d for d in days if d != day])
+    alone = continuous_dates.build_dates(root, [day])
+
+    ref, _ = build_continuous(object_store.scan_raw_bars(root))
+    want = price_jumps(ref).filter(trade_date(pl.col("ts_event")) == day)
+    assert want.height >= 1 and first in want["ts_event"].to_list()
+    assert alone.jumps == want.height
+    assert alone.first_jumps["ts_event"].to_list() == want["ts_event"].to_list()
+    assert alone.conflicts == duplicate_conflicts(object_store.scan_raw_bars(root)).count == 3
+    assert "3 duplicate bars disagree" in alone.conflicts_message
