@@ -32,6 +32,7 @@ history_job = dg.define_asset_job(
     "update_history",
     selection=dg.AssetSelection.assets("continuous_bars", "features"),
     description="Rebuild continuous_bars and features for a range of trade dates, in one run.",
+    tags=PROFILE_TAGS,
 )
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"

@@ -76,7 +76,7 @@ def test_every_automated_run_is_tagged_with_the_profile_its_code_location_loaded
     import sys
 
     code = ("import json; from foxhunt_pipeline import automation as a; print(json.dumps("
-            "[dict(a.ingest_job.tags or {}), dict(a.retrain_job.tags or {}), "
+            "[dict(a.ingest_job.tags or {}), dict(a.history_job.tags or {}), dict(a.retrain_job.tags or {}), "
             "dict(a.automation_sensor.run_tags or {}), a.PROFILE_TAG]))")
     env = {**os.environ, "FOXHUNT_PROFILE": "demo"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
