@@ -106,6 +106,8 @@ def server(tmp_path_factory):
         _wait_for_location(srv)
         yield srv
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(mlflow_proc.pid, signal.SIGINT)  # stops while dagster dev does
         _stop(proc)
         _stop(mlflow_proc)
 
