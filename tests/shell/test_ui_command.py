@@ -77,5 +77,9 @@ def test_ui_serves_on_loopback_and_stops_its_process_group_on_sigterm(tmp_path):
             time.sleep(1)
         assert not _mlflow_children(home), "the MLflow UI stops with foxhunt ui"
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # a failed assertion: the clean stop first, so nothing is orphaned
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
