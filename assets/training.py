@@ -324,6 +324,9 @@ TRAINING_KW = dict(
     # read only by dagster-k8s: GPU requests and node selector for training pods
     op_tags=deploy_profile.training_op_tags(),
 )
+# The gpu pool trains one model at a time, by default in step-name order (the TFT last): a new
+# dataset trains the TFT first, the forecaster whose plots and interpretability a user opens first.
+FIRST_IN_POOL = {"dagster/priority": "1"}
 
 
 @dg.asset(
@@ -331,7 +334,7 @@ TRAINING_KW = dict(
     code_version=code_version_of("models.tft.model", "models.training.loop", "models.quantile"),
     description="Temporal Fusion Transformer (Lim et al. 2021) quantile forecaster; checkpoint, "
     "MLflow run and registered version `foxhunt-tft`.",
-    **TRAINING_KW,
+    **{**TRAINING_KW, "op_tags": {**TRAINING_KW["op_tags"], **FIRST_IN_POOL}},
 )
 def tft_model(
     context: dg.AssetExecutionContext, config: TFTTrainingConfig, storage: FoxhuntStorage,

@@ -1,2 +1,3 @@
 """The ``foxhunt`` command line (``commands``), the persistent Dagster instance it shares
-with the UI (``instance``) and materialization from the shell (``runner``)."""
+with the UI (``instance``), the MLflow UI next to Dagster's (``mlflow_ui``) and
+materialization from the shell (``runner``)."""

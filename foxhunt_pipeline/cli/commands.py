@@ -211,16 +211,12 @@ def ui(port, host, mlflow_port, profile, home) -> None:
     if server.startswith(("http://", "https://")):
         click.echo(f"MLflow: {server} (MLFLOW_TRACKING_URI)")
     else:
-        from resources.mlflow_tracking import rebase_local_store
+        from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
+        from resources.mlflow_tracking import UI_URL_ENV
 
-        rebase_local_store(paths)
-        mlflow_port = mlflow_port or port + 1
-        ui_url = f"http://{host}:{mlflow_port}"
-        os.environ["FOXHUNT_MLFLOW_UI_URL"] = ui_url  # the links in asset metadata point here
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", paths.mlflow_tracking_uri,
-             "--host", host, "--port", str(mlflow_port), "--workers", "1"],
-            start_new_session=True, cwd=paths.home))
+        mlflow_proc, ui_url = start_mlflow_ui(paths, host, mlflow_port or port + 1)
+        os.environ[UI_URL_ENV] = ui_url  # the links in asset metadata point here
+        procs.append(mlflow_proc)
         click.echo(f"MLflow UI on {ui_url}  (store {paths.mlflow_tracking_uri})")
     click.echo(f"Dagster UI on http://{host}:{port}  (DAGSTER_HOME={paths.dagster_home})")
     proc = subprocess.Popen(cmd, start_new_session=True, cwd=workspace.parent if workspace.exists() else None)

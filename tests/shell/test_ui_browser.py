@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from foxhunt_pipeline.cli.instance import ensure_dagster_home
+from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -43,8 +44,10 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, url: str, paths: FoxhuntPaths, proc: subprocess.Popen, log: Path):
+    def __init__(self, url: str, paths: FoxhuntPaths, proc: subprocess.Popen, log: Path, mlflow_url: str = ""):
         self.url, self.paths, self.proc, self.log = url, paths, proc, log
+        self.mlflow_url = mlflow_url  # the MLflow UI that `foxhunt ui` would start next to Dagster
+        self.landed = False
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
@@ -75,9 +78,12 @@ def server(tmp_path_factory):
         else:
             os.environ[k] = v
     port = _free_port()
+    mlflow_proc, mlflow_url = start_mlflow_ui(paths, "127.0.0.1", _free_port(),
+                                              stdout=(home / "mlflow-ui.log").open("wb"), stderr=subprocess.STDOUT)
     env = dict(os.environ, FOXHUNT_HOME=str(home), DAGSTER_HOME=str(paths.dagster_home),
                FOXHUNT_PROFILE="fast", FOXHUNT_LANDING_INTERVAL="5", FOXHUNT_AUTOMATION_INTERVAL="10",
                OMP_NUM_THREADS="1")  # its runs share the cores with the other test workers
+    env["FOXHUNT_MLFLOW_UI_URL"] = mlflow_url  # as `foxhunt ui` does: the metadata links point at it
     log = home / "dagster-dev.log"
     # dagster dev ignores SIGTERM: own process group, SIGINT then SIGKILL at the end
     proc = subprocess.Popen(
@@ -86,7 +92,7 @@ def server(tmp_path_factory):
         cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    srv = Server(url, paths, proc, log)
+    srv = Server(url, paths, proc, log, mlflow_url)
     try:
         deadline = time.time() + 180
         while True:
@@ -100,7 +106,10 @@ def server(tmp_path_factory):
         _wait_for_location(srv)
         yield srv
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(mlflow_proc.pid, signal.SIGINT)  # stops while dagster dev does
         _stop(proc)
+        _stop(mlflow_proc)
 
 
 def _wait_for_location(srv: Server, timeout: float = 180) -> None:
@@ -191,9 +200,7 @@ def test_launch_materialization_over_graphql_and_see_it_on_the_asset_page(server
 
 
 def test_landed_files_flow_to_a_trained_model_without_anyone_pressing_a_button(server):
-    from foxhunt_pipeline.synthetic.generate import generate
-
-    generate(server.paths.landing, days=9, roots=("ES",), schema="ohlcv-1m", seed=11)
+    _land_once(server)
     wanted = ["raw_bars", "continuous_bars", "features", "training_dataset"]
     deadline = time.time() + float(os.environ.get("FOXHUNT_E2E_TIMEOUT", "900"))
     seen: set[str] = set()
@@ -206,3 +213,84 @@ def test_landed_files_flow_to_a_trained_model_without_anyone_pressing_a_button(s
     assert set(wanted) <= seen and seen & models, (
         f"materialized so far: {sorted(seen)}\n{server.log.read_text()[-4000:]}"
     )
+
+
+def _land_once(server: Server) -> None:
+    """The 9 days the automation flow trains on, landed once per module (a test run alone
+    lands them itself)."""
+    from foxhunt_pipeline.synthetic.generate import generate
+
+    if not server.landed:
+        generate(server.paths.landing, days=9, roots=("ES",), schema="ohlcv-1m", seed=11)
+        server.landed = True
+
+
+def _latest_metadata(server: Server, asset: str) -> dict[str, dict]:
+    data = server.graphql(
+        """query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset {
+             assetMaterializations(limit: 1) { metadataEntries { label __typename
+               ... on UrlMetadataEntry { url } ... on MarkdownMetadataEntry { mdStr }
+               ... on TextMetadataEntry { text } } } } } }""",
+        {"k": {"path": [asset]}},
+    )["assetOrError"]
+    return {e["label"]: e for e in data["assetMaterializations"][0]["metadataEntries"]}
+
+
+def _get(url: str, timeout: float = 120) -> tuple[int, bytes]:
+    """GET with retries until ``timeout`` (the MLflow UI may still be starting)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                return resp.status, resp.read()
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+
+
+def test_tft_model_page_shows_its_plots_and_its_mlflow_link_opens(server, browser):
+    """What issue 16 promised a user of the asset page: the loss curve and the TFT's
+    interpretability plots are images there, and the mlflow_run link opens the run."""
+    _land_once(server)
+    deadline = time.time() + float(os.environ.get("FOXHUNT_E2E_TIMEOUT", "900"))
+    while not server.materialized("tft_model"):
+        assert time.time() < deadline, f"tft_model never materialized:\n{server.log.read_text()[-4000:]}"
+        time.sleep(3)
+    meta = _latest_metadata(server, "tft_model")
+    images = {label for label, e in meta.items() if "data:image/png;base64," in e.get("mdStr", "")}
+    assert {"loss_curve", "variable_importance", "attention"} <= images, sorted(meta)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = _page(browser, f"{server.url}/assets/tft_model")
+    # Dagster shows markdown over 1000 characters behind "[Show Markdown]", in a dialog
+    for label in ("loss_curve", "variable_importance", "attention"):
+        row = page.locator("tr", has=page.get_by_text(label, exact=True)).first
+        row.get_by_text("[Show Markdown]").click(timeout=60_000)
+        dialog = page.get_by_role("dialog")
+        img = dialog.locator('img[src^="data:image/png;base64,"]').first
+        img.wait_for(timeout=60_000)
+        width = img.evaluate("async i => { await i.decode(); return i.naturalWidth; }")
+        assert width > 0, f"{label}: the image did not decode"
+        if label == "variable_importance":
+            page.screenshot(path=str(ARTIFACTS / "tft_model-variable-importance.png"), animations="disabled")
+        dialog.get_by_role("button", name="Close", exact=True).click()
+        dialog.wait_for(state="detached", timeout=30_000)
+
+    # the mlflow_run link, as the page shows it, answers and names this materialization's run
+    link = meta["mlflow_run"]["url"]
+    assert link.startswith(server.mlflow_url + "/"), (link, server.mlflow_url)
+    assert page.locator(f'a[href="{link}"]').count() >= 1, "the asset page links to the MLflow run"
+    page.close()
+    status, body = _get(link)
+    assert status == 200 and b"<html" in body.lower()
+    experiment_id, run_id = link.split("#/experiments/")[1].split("/runs/")
+    assert run_id == meta["mlflow_run_id"]["text"]
+    _, raw = _get(f"{server.mlflow_url}/api/2.0/mlflow/runs/get?run_id={run_id}")
+    run = json.loads(raw)["run"]["info"]
+    assert run["experiment_id"] == experiment_id
+    mlflow_page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    mlflow_page.goto(link, wait_until="load", timeout=90_000)  # the MLflow UI polls: no networkidle
+    mlflow_page.get_by_text(run["run_name"]).first.wait_for(timeout=90_000)
+    mlflow_page.screenshot(path=str(ARTIFACTS / "tft_model-mlflow-run.png"))
+    mlflow_page.close()
