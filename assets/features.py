@@ -145,13 +145,12 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
     scan = stored.scan_table(root, "features", first, last)
     if scan is None:
         raise dg.Failure(f"no features between {first} and {last}: materialize features first")
-    frame = scan.collect()
-    context.log.info(f"training_dataset over trade dates {first} .. {last}: {frame.height} rows")
+    context.log.info(f"training_dataset over trade dates {first} .. {last}")
     test_fraction = 1.0 - config.train_fraction - config.validation_fraction
     closes = stored.scan_table(root, "continuous_bars", first, last)
     closes = closes.select("ts_event", "root", "close").collect() if closes is not None else None
     data = build_training_dataset(
-        frame,
+        scan,  # lazily: read one root at a time into the dataset's arrays
         BuildConfig(
             fractions=(config.train_fraction, config.validation_fraction, test_fraction),
             lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,

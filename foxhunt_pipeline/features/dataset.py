@@ -25,6 +25,7 @@ from foxhunt_pipeline.instruments.specs import spec
 from models.windows import DEFAULT_QUANTILES, SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 STD_FLOOR = 1e-12
+CHUNK_ROWS = 50_000  # rows converted to arrays at a time
 
 
 class DatasetError(ValueError):
@@ -67,10 +68,7 @@ class DatasetConfig:
             )
 
 
-def _names(
-    features: pl.DataFrame, horizon: int
-) -> tuple[list[str], list[str], list[str], list[str]]:
-    cols = features.columns
+def _names(cols: list[str], horizon: int) -> tuple[list[str], list[str], list[str], list[str]]:
     observed = [c for c in cols if c.startswith("f_")]
     known = [c for c in cols if c.startswith("k_")]
     static = [c for c in cols if c.startswith("s_")]
@@ -100,10 +98,10 @@ def feature_hash(
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, dict[str, list]]:
+def _split_bounds(per_date: pl.DataFrame, cfg: DatasetConfig) -> dict[str, list]:
     """Whole trade dates go to one split; the fractions are of bars, not of dates, so a short
-    first or last session (a partial day at the edge of the data) does not make a split empty."""
-    per_date = df.group_by("_date").len().sort("_date")
+    first or last session (a partial day at the edge of the data) does not make a split empty.
+    ``per_date``: ``_date`` and ``len`` (bars), in date order."""
     dates = per_date.get_column("_date").to_list()
     n = len(dates)
     counts = per_date.get_column("len").to_numpy().astype(np.float64)
@@ -125,27 +123,27 @@ def _assign_splits(df: pl.DataFrame, cfg: DatasetConfig) -> tuple[pl.DataFrame, 
                 f"split {name!r} would be empty with fractions {cfg.fractions}: {avail} "
                 f"({[str(d) for d in dates[:10]]}{' ...' if n > 10 else ''})"
             )
-    label = (
+    return bounds
+
+
+def _split_label(bounds: dict[str, list]) -> pl.Expr:
+    return (
         pl.when(pl.col("_date") <= bounds["train"][-1])
         .then(pl.lit("train"))
         .when(pl.col("_date") <= bounds["validation"][-1])
         .then(pl.lit("validation"))
         .otherwise(pl.lit("test"))
     )
-    df = df.with_columns(_split=label)
-    pos = pl.int_range(pl.len()).over("_split", "root")
-    df = df.filter((pl.col("_split") == "train") | (pos >= cfg.embargo))
-    return df, bounds
 
 
 def _price_levels(
     roots: list[str],
-    train: pl.DataFrame,
+    train_span: tuple,
     close_prices: pl.DataFrame | None,
     price_levels: Mapping[str, float] | None,
 ) -> tuple[dict[str, float], str]:
     if close_prices is not None:
-        lo, hi = train["ts_event"].min(), train["ts_event"].max()
+        lo, hi = train_span
         med = (
             close_prices.filter(pl.col("ts_event").is_between(lo, hi))
             .group_by("root")
@@ -161,38 +159,63 @@ def _price_levels(
     return {r: float(spec(r).price_level) for r in roots}, "instruments.ROOTS price_level"
 
 
+def _empty_split(rows: int, observed: list, known: list, static: list, targets: list) -> dict:
+    return {
+        "observed": np.empty((rows, len(observed)), np.float32),
+        "known": np.empty((rows, len(known)), np.float32),
+        "static": np.empty((rows, len(static)), np.float32),
+        "targets": np.empty((rows, len(targets)), np.float32),
+        "ts_event": np.empty(rows, np.int64),
+        "segment": np.empty(rows, np.int32),
+        "root_index": np.empty(rows, np.int16),
+        "dates": [],
+    }
+
+
+def _utc(ns: int):
+    """An epoch-ns stamp as polars prints a ``Datetime(ns, UTC)`` value (split metadata)."""
+    return pl.Series([int(ns)], dtype=pl.Int64).cast(pl.Datetime("ns", "UTC"))[0]
+
+
 def build_training_dataset(
-    features: pl.DataFrame,
+    features: pl.DataFrame | pl.LazyFrame,
     config: DatasetConfig | None = None,
     close_prices: pl.DataFrame | None = None,
     price_levels: Mapping[str, float] | None = None,
 ) -> TrainingData:
     """Split, embargo, normalise (train-only stats) and index windows.
 
-    ``close_prices`` (e.g. continuous_bars: ts_event, root, close) gives the train median
-    close per root for ``cost_log_return``; without it ``price_levels`` or the typical price
-    of ``instruments.ROOTS`` is used (recorded in ``meta["cost_price_source"]``)."""
+    ``features`` may be lazy (the partitioned table's scan): it is then read one root at a
+    time into arrays allocated once, so the peak is the dataset plus one root's rows, not
+    several copies of the whole history. ``close_prices`` (e.g. continuous_bars: ts_event,
+    root, close) gives the train median close per root for ``cost_log_return``; without it
+    ``price_levels`` or the typical price of ``instruments.ROOTS`` is used (recorded in
+    ``meta["cost_price_source"]``)."""
     cfg = config or DatasetConfig()
-    observed, known, static, targets = _names(features, cfg.horizon)
-    if features.is_empty():
+    lf = features.lazy().with_columns(_date=trade_date_expr())
+    observed, known, static, targets = _names(features.lazy().collect_schema().names(), cfg.horizon)
+    per_date = lf.group_by("_date").len().sort("_date").collect()
+    if per_date.is_empty():
         raise DatasetError("features table is empty: no dates available")
-    df = features.sort("root", "ts_event").with_columns(
-        _date=trade_date_expr(),
-        _segment=(pl.struct("root", "contract_seq").rank("dense") - 1).cast(pl.Int32),
-    )
-    roots = df.get_column("root").unique(maintain_order=True).to_list()
-    df = df.with_columns(
-        _root_index=pl.col("root").replace_strict(
-            roots, list(range(len(roots))), return_dtype=pl.Int16
-        )
-    )
-    df, bounds = _assign_splits(df, cfg)
-    parts = {name: df.filter(pl.col("_split") == name) for name in SPLITS}
-    train = parts["train"]
-    mean = train.select(pl.col(observed).cast(pl.Float64).mean()).row(0)
-    std = train.select(pl.col(observed).cast(pl.Float64).std(ddof=0)).row(0)
-    mean = np.nan_to_num(np.asarray(mean, dtype=np.float64))
-    std = np.asarray(std, dtype=np.float64)
+    bounds = _split_bounds(per_date, cfg)
+    lf = lf.with_columns(_split=_split_label(bounds))
+    segments = lf.select("root", "contract_seq").unique().sort("root", "contract_seq").collect()
+    roots = segments.get_column("root").unique(maintain_order=True).to_list()
+    segment_of = {key: i for i, key in enumerate(segments.iter_rows())}
+    counts = dict(((sp, r), n) for sp, r, n in lf.group_by("_split", "root").len().collect().iter_rows())
+
+    def kept(name: str, root: str) -> int:
+        n = counts.get((name, root), 0)
+        return n if name == "train" else max(n - cfg.embargo, 0)
+
+    train = lf.filter(pl.col("_split") == "train")
+    moments = train.select(
+        *[pl.col(c).cast(pl.Float64).mean().alias(f"m{i}") for i, c in enumerate(observed)],
+        *[pl.col(c).cast(pl.Float64).std(ddof=0).alias(f"s{i}") for i, c in enumerate(observed)],
+        pl.col("ts_event").min().alias("lo"), pl.col("ts_event").max().alias("hi"),
+    ).collect().row(0, named=True)
+    mean = np.nan_to_num(np.asarray([moments[f"m{i}"] for i in range(len(observed))], dtype=np.float64))
+    std = np.asarray([moments[f"s{i}"] for i in range(len(observed))], dtype=np.float64)
     std = np.where(np.isfinite(std) & (std > STD_FLOOR), std, 1.0)
     norm = [
         ((pl.col(c).cast(pl.Float64) - m) / s) for c, m, s in zip(observed, mean, std, strict=True)
@@ -201,49 +224,72 @@ def build_training_dataset(
         norm = [e.clip(-cfg.clip_sigma, cfg.clip_sigma) for e in norm]
     norm = [e.cast(pl.Float32).alias(c) for e, c in zip(norm, observed, strict=True)]
 
-    splits: dict[str, SplitArrays] = {}
-    split_meta: dict[str, dict] = {}
-    for name, part in parts.items():
-        dates = part.get_column("_date")
-        if part.is_empty():
+    for name in SPLITS:
+        if sum(kept(name, r) for r in roots) == 0:
             raise DatasetError(
                 f"split {name!r} is empty after the {cfg.embargo}-bar embargo: its trade dates "
                 f"{[str(d) for d in bounds[name]]} hold too few bars"
             )
-        seg = part.get_column("_segment").to_numpy()
-        tgt = part.select(pl.col(targets).cast(pl.Float32)).to_numpy(order="c")
-        starts = valid_window_starts(seg, tgt, cfg.lookback, cfg.horizon)
+    arrays = {name: _empty_split(sum(kept(name, r) for r in roots), observed, known, static, targets)
+              for name in SPLITS}
+    offset = dict.fromkeys(SPLITS, 0)
+    for ri, r in enumerate(roots):  # one root in memory at a time, in (root, ts_event) order
+        rows = lf.filter(pl.col("root") == r).collect()
+        if not rows.get_column("ts_event").is_sorted():  # the date-partitioned table reads in order
+            rows = rows.sort("ts_event")
+        start = 0
+        for name in SPLITS:  # splits are runs of whole dates: contiguous in time
+            n = counts.get((name, r), 0)
+            part = rows.slice(start, n)  # zero-copy
+            start += n
+            if name != "train":
+                part = part.slice(cfg.embargo)
+            if part.is_empty():
+                continue
+            a = arrays[name]
+            a["dates"] += [part.get_column("_date").min(), part.get_column("_date").max()]
+            for lo in range(0, part.height, CHUNK_ROWS):  # bounded temporaries (Float64 norms)
+                chunk = part.slice(lo, CHUNK_ROWS)
+                at = slice(offset[name], offset[name] + chunk.height)
+                a["observed"][at] = chunk.select(norm).to_numpy()
+                a["known"][at] = chunk.select(pl.col(known).cast(pl.Float32)).to_numpy().reshape(
+                    chunk.height, len(known))
+                a["static"][at] = chunk.select(pl.col(static).cast(pl.Float32)).to_numpy().reshape(
+                    chunk.height, len(static))
+                a["targets"][at] = chunk.select(pl.col(targets).cast(pl.Float32)).to_numpy()
+                a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
+                a["segment"][at] = [segment_of[(r, q)] for q in chunk.get_column("contract_seq").to_list()]
+                a["root_index"][at] = ri
+                offset[name] += chunk.height
+        del rows
+
+    splits: dict[str, SplitArrays] = {}
+    split_meta: dict[str, dict] = {}
+    for name in SPLITS:
+        a = arrays[name]
+        starts = valid_window_starts(a["segment"], a["targets"], cfg.lookback, cfg.horizon)
         if starts.size == 0:
             raise DatasetError(
                 f"split {name!r} has no complete window of {cfg.lookback}+{cfg.horizon} bars in one "
                 f"contract; its trade dates: {[str(d) for d in bounds[name]]}"
             )
         splits[name] = SplitArrays(
-            observed=part.select(norm).to_numpy(order="c"),
-            known=part.select(pl.col(known).cast(pl.Float32))
-            .to_numpy(order="c")
-            .reshape(part.height, len(known)),
-            static=part.select(pl.col(static).cast(pl.Float32))
-            .to_numpy(order="c")
-            .reshape(part.height, len(static)),
-            targets=tgt,
-            ts_event=part.get_column("ts_event").dt.epoch("ns").to_numpy().astype(np.int64),
-            segment=seg.astype(np.int32),
-            root_index=part.get_column("_root_index").to_numpy().astype(np.int16),
+            observed=a["observed"], known=a["known"], static=a["static"], targets=a["targets"],
+            ts_event=a["ts_event"], segment=a["segment"], root_index=a["root_index"],
             window_starts=starts.astype(np.int64),
         )
+        ts = a["ts_event"]
         split_meta[name] = {
-            "rows": part.height,
+            "rows": int(ts.size),
             "windows": int(starts.size),
-            "first_date": str(dates.min()),
-            "last_date": str(dates.max()),
-            "first_ts": str(part["ts_event"].min()),
-            "last_ts": str(part["ts_event"].max()),
+            "first_date": str(min(a["dates"])),
+            "last_date": str(max(a["dates"])),
+            "first_ts": str(_utc(ts.min())),
+            "last_ts": str(_utc(ts.max())),
         }
-        del part
     y1 = splits["train"].targets[:, 0].astype(np.float64)
     scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
-    levels, source = _price_levels(roots, train, close_prices, price_levels)
+    levels, source = _price_levels(roots, (moments["lo"], moments["hi"]), close_prices, price_levels)
     costs = []
     for r in roots:
         sp = spec(r)

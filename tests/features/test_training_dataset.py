@@ -160,3 +160,18 @@ def test_a_partial_last_session_does_not_become_an_empty_test_split():
     assert td.splits["test"].n_windows > 0
     test_dates = td.meta["splits"]["test"]
     assert test_dates["first_date"] < str(last_date)
+
+
+def test_a_lazy_shuffled_multi_root_input_gives_the_same_dataset_as_the_sorted_frame():
+    """The asset hands a lazy scan of the date-partitioned table (read one root at a time);
+    row order must not matter, and several roots keep their (root, ts_event) order."""
+    two = feats()
+    eager = build_training_dataset(two.sort("root", "ts_event"), CFG)
+    lazy = build_training_dataset(two.sample(fraction=1.0, shuffle=True, seed=3).lazy(), CFG)
+    assert eager.meta["roots"] == lazy.meta["roots"] == ["ES", "ZN"]
+    assert eager.meta["splits"] == lazy.meta["splits"]
+    for name, split in eager.splits.items():
+        for field in ("observed", "known", "static", "targets", "ts_event", "segment", "root_index",
+                      "window_starts"):
+            assert np.array_equal(getattr(split, field), getattr(lazy.splits[name], field), equal_nan=True), (
+                name, field)
