@@ -157,8 +157,10 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
             fee_per_contract=config.fee_per_contract,
         ),
         close_prices=closes,
+        # written as it is built and memory-mapped back: a year of history never sits in memory
+        out_dir=storage.run_scratch / "training_dataset",
     )
-    bad = nonfinite_columns(data)
+    bad = data.meta["nonfinite"] if "nonfinite" in data.meta else nonfinite_columns(data)
     if bad:
         path = "(not stored: the previous dataset stays live)"
         context.log.error(f"training_dataset: {describe(bad)}; previous dataset kept")

@@ -50,8 +50,11 @@ def _dataset(root) -> dict:
     t0 = time.perf_counter()
     feats = trade_dates.scan_table(root, "features")  # lazily, as the asset reads it
     closes = trade_dates.scan_table(root, "continuous_bars").select("ts_event", "root", "close").collect()
-    data = build_training_dataset(feats, close_prices=closes)
+    staging = Path(root.path) / "_scratch_dataset"  # as the asset: built in scratch, then stored
+    shutil.rmtree(staging, ignore_errors=True)
+    data = build_training_dataset(feats, close_prices=closes, out_dir=staging)
     data.save(Path(root.path) / "training_dataset")
+    shutil.rmtree(staging, ignore_errors=True)
     rows = sum(s["rows"] for s in data.meta["splits"].values())
     return {"dataset_s": time.perf_counter() - t0, "rows": rows}
 

@@ -21,7 +21,9 @@ roll. Layout of a dataset directory::
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,14 +107,27 @@ class TrainingData:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically: build in a sibling temp dir, then swap it in."""
         def build(tmp: Path) -> None:
-            for name, split in self.splits.items():
-                d = tmp / name
-                d.mkdir()
-                for a in (*ARRAYS, "window_starts"):
-                    np.save(d / f"{a}.npy", getattr(split, a), allow_pickle=False)
-            (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=_json_default))
+            self.write_into(tmp)
 
         return atomic_replace_dir(Path(path), build)
+
+    def write_into(self, path: Path) -> None:
+        """The dataset's files in ``path`` (an empty directory). An array loaded from a .npy
+        file is hard-linked (or copied file to file), never read into memory."""
+        for name, split in self.splits.items():
+            d = Path(path) / name
+            d.mkdir(parents=True, exist_ok=True)
+            for a in (*ARRAYS, "window_starts"):
+                arr = getattr(split, a)
+                source = _whole_npy_file(arr)
+                if source is not None:  # a finished, never rewritten file: link it, else copy it
+                    try:
+                        os.link(source, d / f"{a}.npy")
+                    except OSError:
+                        shutil.copyfile(source, d / f"{a}.npy")
+                else:
+                    np.save(d / f"{a}.npy", arr, allow_pickle=False)
+        (Path(path) / "meta.json").write_text(json.dumps(self.meta, indent=2, default=_json_default))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], mmap: bool = True) -> TrainingData:
@@ -130,6 +145,41 @@ class TrainingData:
             }
             splits[name] = SplitArrays(**arrays)
         return cls(meta=meta, splits=splits)
+
+
+def _whole_npy_file(arr: np.ndarray) -> Path | None:
+    """The .npy file ``arr`` maps whole (``np.load(..., mmap_mode=...)``), else None."""
+    if not isinstance(arr, np.memmap) or not isinstance(arr.base, mmap.mmap) or not arr.filename:
+        return None
+    path = Path(arr.filename)
+    return path if path.suffix == ".npy" and arr.offset > 0 else None
+
+
+class NpyWriter:
+    """A 2-D .npy file written block by block in row order, its shape known up front: a
+    split larger than memory is stored without ever being whole in memory."""
+
+    def __init__(self, path: Path, rows: int, cols: int, dtype: Any = np.float32):
+        self.path, self.shape, self.dtype, self.rows = Path(path), (rows, cols), np.dtype(dtype), 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "wb")  # noqa: SIM115  (closed by close())
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": self.shape}
+        np.lib.format.write_array_header_2_0(self._fh, header)
+
+    def __setitem__(self, at: slice, block: np.ndarray) -> None:
+        if at.start != self.rows:
+            raise ValueError(f"{self.path}: rows must be written in order ({at.start} != {self.rows})")
+        block = np.ascontiguousarray(block, dtype=self.dtype).reshape(-1, self.shape[1])
+        self._fh.write(block.tobytes())
+        self.rows += block.shape[0]
+        if self.rows >= self.shape[0]:  # complete: closed at once, even if close() is never reached
+            self._fh.close()
+
+    def close(self) -> None:
+        self._fh.close()
+        if self.rows != self.shape[0]:
+            raise ValueError(f"{self.path}: {self.rows} rows written of {self.shape[0]}")
 
 
 def _json_default(o: Any) -> Any:

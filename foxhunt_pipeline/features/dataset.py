@@ -16,13 +16,22 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.specs import spec
-from models.windows import DEFAULT_QUANTILES, SPLITS, SplitArrays, TrainingData, valid_window_starts
+from models.windows import (
+    DEFAULT_QUANTILES,
+    SPLITS,
+    NpyWriter,
+    SplitArrays,
+    TrainingData,
+    valid_window_starts,
+)
 
 STD_FLOOR = 1e-12
 CHUNK_ROWS = 50_000  # rows converted to arrays at a time
@@ -159,17 +168,31 @@ def _price_levels(
     return {r: float(spec(r).price_level) for r in roots}, "instruments.ROOTS price_level"
 
 
-def _empty_split(rows: int, observed: list, known: list, static: list, targets: list) -> dict:
-    return {
-        "observed": np.empty((rows, len(observed)), np.float32),
-        "known": np.empty((rows, len(known)), np.float32),
-        "static": np.empty((rows, len(static)), np.float32),
-        "targets": np.empty((rows, len(targets)), np.float32),
+BIG_ARRAYS = ("observed", "known", "static")  # streamed to files when out_dir is given
+
+
+def _empty_split(rows: int, widths: dict[str, int], out: Path | None) -> dict:
+    """The arrays of one split: in memory, or (``out``) the wide ones as .npy files written
+    block by block, so the peak holds one block, not the split."""
+    a: dict[str, Any] = {
+        "targets": np.empty((rows, widths["targets"]), np.float32),
         "ts_event": np.empty(rows, np.int64),
         "segment": np.empty(rows, np.int32),
         "root_index": np.empty(rows, np.int16),
         "dates": [],
+        "nonfinite": {k: np.zeros(widths[k], np.int64) for k in (*BIG_ARRAYS, "targets")},
     }
+    for k in BIG_ARRAYS:
+        a[k] = (NpyWriter(out / f"{k}.npy", rows, widths[k]) if out is not None
+                else np.empty((rows, widths[k]), np.float32))
+    return a
+
+
+def _count_nonfinite(counts: dict, block: dict[str, np.ndarray]) -> None:
+    """Per column: NaN / inf in model inputs, inf in targets (features.finite's rule)."""
+    for k, arr in block.items():
+        bad = np.isinf(arr) if k == "targets" else ~np.isfinite(arr)
+        counts[k] += bad.sum(axis=0)
 
 
 def _utc(ns: int):
@@ -182,8 +205,13 @@ def build_training_dataset(
     config: DatasetConfig | None = None,
     close_prices: pl.DataFrame | None = None,
     price_levels: Mapping[str, float] | None = None,
+    out_dir: Path | None = None,
 ) -> TrainingData:
     """Split, embargo, normalise (train-only stats) and index windows.
+
+    With ``out_dir`` (an empty or missing directory) the dataset is written there as it is
+    built, the wide arrays block by block, and returned memory-mapped from it: the peak is
+    then one root's rows plus a block, whatever the length of the history.
 
     ``features`` may be lazy (the partitioned table's scan): it is then read one root at a
     time into arrays allocated once, so the peak is the dataset plus one root's rows, not
@@ -230,7 +258,9 @@ def build_training_dataset(
                 f"split {name!r} is empty after the {cfg.embargo}-bar embargo: its trade dates "
                 f"{[str(d) for d in bounds[name]]} hold too few bars"
             )
-    arrays = {name: _empty_split(sum(kept(name, r) for r in roots), observed, known, static, targets)
+    widths = {"observed": len(observed), "known": len(known), "static": len(static), "targets": len(targets)}
+    arrays = {name: _empty_split(sum(kept(name, r) for r in roots), widths,
+                                 None if out_dir is None else Path(out_dir) / name)
               for name in SPLITS}
     offset = dict.fromkeys(SPLITS, 0)
     for ri, r in enumerate(roots):  # one root in memory at a time, in (root, ts_event) order
@@ -251,12 +281,17 @@ def build_training_dataset(
             for lo in range(0, part.height, CHUNK_ROWS):  # bounded temporaries (Float64 norms)
                 chunk = part.slice(lo, CHUNK_ROWS)
                 at = slice(offset[name], offset[name] + chunk.height)
-                a["observed"][at] = chunk.select(norm).to_numpy()
-                a["known"][at] = chunk.select(pl.col(known).cast(pl.Float32)).to_numpy().reshape(
-                    chunk.height, len(known))
-                a["static"][at] = chunk.select(pl.col(static).cast(pl.Float32)).to_numpy().reshape(
-                    chunk.height, len(static))
-                a["targets"][at] = chunk.select(pl.col(targets).cast(pl.Float32)).to_numpy()
+                block = {
+                    "observed": chunk.select(norm).to_numpy(),
+                    "known": chunk.select(pl.col(known).cast(pl.Float32)).to_numpy().reshape(
+                        chunk.height, len(known)),
+                    "static": chunk.select(pl.col(static).cast(pl.Float32)).to_numpy().reshape(
+                        chunk.height, len(static)),
+                    "targets": chunk.select(pl.col(targets).cast(pl.Float32)).to_numpy(),
+                }
+                _count_nonfinite(a["nonfinite"], block)
+                for k, v in block.items():
+                    a[k][at] = v
                 a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
                 a["segment"][at] = [segment_of[(r, q)] for q in chunk.get_column("contract_seq").to_list()]
                 a["root_index"][at] = ri
@@ -317,5 +352,27 @@ def build_training_dataset(
         "normalization": {"mean": mean.tolist(), "std": std.tolist(), "clip_sigma": cfg.clip_sigma},
         "dataset_config": asdict(cfg),
         "splits": split_meta,
+        # counted while building (features.finite's rule and naming): checking a dataset
+        # stored on disk would read it all back
+        "nonfinite": _nonfinite_names(arrays, {"observed": observed, "known": known, "static": static,
+                                               "targets": targets}),
     }
-    return TrainingData(meta=meta, splits=splits)
+    if out_dir is None:
+        return TrainingData(meta=meta, splits=splits)
+    # the wide arrays are already in out_dir: the narrow ones and meta.json join them
+    for name, split in splits.items():
+        for k in BIG_ARRAYS:
+            arrays[name][k].close()
+        for k in ("targets", "ts_event", "segment", "root_index", "window_starts"):
+            np.save(Path(out_dir) / name / f"{k}.npy", getattr(split, k), allow_pickle=False)
+    TrainingData(meta=meta).write_into(Path(out_dir))
+    return TrainingData.load(out_dir, mmap=True)
+
+
+def _nonfinite_names(arrays: dict, names: dict[str, list[str]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for split in SPLITS:
+        for k in (*BIG_ARRAYS, "targets"):
+            for i in np.flatnonzero(arrays[split]["nonfinite"][k]):
+                out[f"{split}.{names[k][i]}"] = int(arrays[split]["nonfinite"][k][i])
+    return out

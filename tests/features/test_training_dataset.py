@@ -175,3 +175,42 @@ def test_a_lazy_shuffled_multi_root_input_gives_the_same_dataset_as_the_sorted_f
                       "window_starts"):
             assert np.array_equal(getattr(split, field), getattr(lazy.splits[name], field), equal_nan=True), (
                 name, field)
+
+
+def test_a_dataset_streamed_to_disk_equals_the_in_memory_one_and_is_mapped_back(tmp_path):
+    """The asset builds into its run's scratch folder: the wide arrays are written block by
+    block (never whole in memory) and the result is memory-mapped from the files."""
+    from foxhunt_pipeline.features import dataset as ds
+    from foxhunt_pipeline.features.finite import nonfinite_columns
+
+    feats_nan = feats().with_columns(
+        pl.when(pl.int_range(pl.len()) % 97 == 0).then(float("nan")).otherwise(pl.col("f_ret_1b"))
+        .alias("f_ret_1b"))
+    ref = build_training_dataset(feats_nan, CFG, close_prices=bars())
+    old_chunk, ds.CHUNK_ROWS = ds.CHUNK_ROWS, 1000  # many blocks per split
+    try:
+        got = build_training_dataset(feats_nan.lazy(), CFG, close_prices=bars(), out_dir=tmp_path / "ds")
+    finally:
+        ds.CHUNK_ROWS = old_chunk
+    assert isinstance(got.splits["train"].observed, np.memmap)
+    for name, split in ref.splits.items():
+        for field in ("observed", "known", "static", "targets", "ts_event", "segment", "root_index",
+                      "window_starts"):
+            assert np.array_equal(getattr(split, field), getattr(got.splits[name], field), equal_nan=True)
+    assert got.meta["nonfinite"] == ref.meta["nonfinite"] == nonfinite_columns(ref)
+    assert ref.meta["nonfinite"]["train.f_ret_1b"] > 0
+    stored = got.save(tmp_path / "stored")
+    assert np.array_equal(TrainingData.load(stored).splits["test"].observed, ref.splits["test"].observed,
+                          equal_nan=True)
+
+
+def test_the_npy_writer_takes_rows_in_order_only(tmp_path):
+    from models.windows import NpyWriter
+
+    w = NpyWriter(tmp_path / "a.npy", rows=4, cols=2)
+    w[slice(0, 2)] = np.ones((2, 2))
+    with pytest.raises(ValueError, match="in order"):
+        w[slice(3, 4)] = np.ones((1, 2))
+    w[slice(2, 4)] = np.zeros((2, 2))
+    w.close()
+    assert np.load(tmp_path / "a.npy").tolist() == [[1, 1], [1, 1], [0, 0], [0, 0]]
