@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from models.windows import (
 
 STD_FLOOR = 1e-12
 CHUNK_ROWS = 50_000  # rows converted to arrays at a time
+CHUNK_DATES = 60  # trade dates of one root read at a time: the peak is set by these, not the history
 
 
 class DatasetError(ValueError):
@@ -200,6 +202,40 @@ def _utc(ns: int):
     return pl.Series([int(ns)], dtype=pl.Int64).cast(pl.Datetime("ns", "UTC"))[0]
 
 
+def _read_chunk(lf: pl.LazyFrame, root: str, first: date, last: date) -> pl.DataFrame:
+    """The rows of ``root`` with trade dates in [first, last], in time order. The ``ts_event``
+    bounds (a trade date starts the evening before) let the scan skip the other files."""
+    lo = datetime.combine(first - timedelta(days=2), time(), tzinfo=UTC)
+    hi = datetime.combine(last + timedelta(days=2), time(), tzinfo=UTC)
+    rows = lf.filter(
+        (pl.col("root") == root) & pl.col("ts_event").is_between(lo, hi)
+        & pl.col("_date").is_between(first, last)
+    ).collect()
+    return rows if rows.get_column("ts_event").is_sorted() else rows.sort("ts_event")
+
+
+def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, segment_of: dict, norm: list,
+          known: list, static: list, targets: list) -> None:
+    """``part``'s rows into a split's arrays at ``offset``, CHUNK_ROWS at a time (the Float64
+    temporaries of the normalisation stay small)."""
+    a["dates"] += [part.get_column("_date").min(), part.get_column("_date").max()]
+    for lo in range(0, part.height, CHUNK_ROWS):
+        chunk = part.slice(lo, CHUNK_ROWS)
+        at = slice(offset + lo, offset + lo + chunk.height)
+        block = {
+            "observed": chunk.select(norm).to_numpy(),
+            "known": chunk.select(pl.col(known).cast(pl.Float32)).to_numpy().reshape(chunk.height, len(known)),
+            "static": chunk.select(pl.col(static).cast(pl.Float32)).to_numpy().reshape(chunk.height, len(static)),
+            "targets": chunk.select(pl.col(targets).cast(pl.Float32)).to_numpy(),
+        }
+        _count_nonfinite(a["nonfinite"], block)
+        for k, v in block.items():
+            a[k][at] = v
+        a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
+        a["segment"][at] = [segment_of[(root, q)] for q in chunk.get_column("contract_seq").to_list()]
+        a["root_index"][at] = ri
+
+
 def build_training_dataset(
     features: pl.DataFrame | pl.LazyFrame,
     config: DatasetConfig | None = None,
@@ -263,40 +299,20 @@ def build_training_dataset(
                                  None if out_dir is None else Path(out_dir) / name)
               for name in SPLITS}
     offset = dict.fromkeys(SPLITS, 0)
-    for ri, r in enumerate(roots):  # one root in memory at a time, in (root, ts_event) order
-        rows = lf.filter(pl.col("root") == r).collect()
-        if not rows.get_column("ts_event").is_sorted():  # the date-partitioned table reads in order
-            rows = rows.sort("ts_event")
-        start = 0
-        for name in SPLITS:  # splits are runs of whole dates: contiguous in time
-            n = counts.get((name, r), 0)
-            part = rows.slice(start, n)  # zero-copy
-            start += n
-            if name != "train":
-                part = part.slice(cfg.embargo)
-            if part.is_empty():
-                continue
-            a = arrays[name]
-            a["dates"] += [part.get_column("_date").min(), part.get_column("_date").max()]
-            for lo in range(0, part.height, CHUNK_ROWS):  # bounded temporaries (Float64 norms)
-                chunk = part.slice(lo, CHUNK_ROWS)
-                at = slice(offset[name], offset[name] + chunk.height)
-                block = {
-                    "observed": chunk.select(norm).to_numpy(),
-                    "known": chunk.select(pl.col(known).cast(pl.Float32)).to_numpy().reshape(
-                        chunk.height, len(known)),
-                    "static": chunk.select(pl.col(static).cast(pl.Float32)).to_numpy().reshape(
-                        chunk.height, len(static)),
-                    "targets": chunk.select(pl.col(targets).cast(pl.Float32)).to_numpy(),
-                }
-                _count_nonfinite(a["nonfinite"], block)
-                for k, v in block.items():
-                    a[k][at] = v
-                a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
-                a["segment"][at] = [segment_of[(r, q)] for q in chunk.get_column("contract_seq").to_list()]
-                a["root_index"][at] = ri
-                offset[name] += chunk.height
-        del rows
+    dates = per_date.get_column("_date").to_list()
+    for ri, r in enumerate(roots):  # one root and a few weeks in memory at a time, in time order
+        seen = dict.fromkeys(SPLITS, 0)  # rows of (split, root) so far: the embargo spans chunks
+        for i in range(0, len(dates), CHUNK_DATES):
+            rows = _read_chunk(lf, r, dates[i], dates[min(i + CHUNK_DATES, len(dates)) - 1])
+            for name in SPLITS:
+                part = rows.filter(pl.col("_split") == name)
+                skip = 0 if name == "train" else max(cfg.embargo - seen[name], 0)
+                seen[name] += part.height
+                part = part.slice(skip)
+                if part.is_empty():
+                    continue
+                _fill(arrays[name], part, offset[name], ri, r, segment_of, norm, known, static, targets)
+                offset[name] += part.height
 
     splits: dict[str, SplitArrays] = {}
     split_meta: dict[str, dict] = {}

@@ -214,3 +214,19 @@ def test_the_npy_writer_takes_rows_in_order_only(tmp_path):
     w[slice(2, 4)] = np.zeros((2, 2))
     w.close()
     assert np.load(tmp_path / "a.npy").tolist() == [[1, 1], [1, 1], [0, 0], [0, 0]]
+
+
+def test_reading_a_date_at_a_time_keeps_the_embargo_across_dates(monkeypatch):
+    """The lazy path reads CHUNK_DATES trade dates of a root at a time; an embargo longer
+    than a date (500 bars, dates of 414) must still drop the same rows."""
+    from foxhunt_pipeline.features import dataset as ds
+
+    cfg = DatasetConfig(lookback=60, horizon=5, embargo_bars=500, fractions=(0.5, 0.25, 0.25))
+    eager = build_training_dataset(feats(), cfg)
+    monkeypatch.setattr(ds, "CHUNK_DATES", 1)
+    lazy = build_training_dataset(feats().lazy(), cfg)
+    assert eager.meta["splits"] == lazy.meta["splits"]
+    assert eager.meta["splits"]["validation"]["first_date"] == "2024-03-12"  # its first date embargoed whole
+    for name, split in eager.splits.items():
+        for field in ("observed", "targets", "ts_event", "segment", "window_starts"):
+            assert np.array_equal(getattr(split, field), getattr(lazy.splits[name], field), equal_nan=True)
