@@ -11,7 +11,7 @@ segment, whatever the length of the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date
 
 import polars as pl
@@ -39,9 +39,13 @@ def segment_spans(fronts: pl.DataFrame, start: date, end: date) -> list[tuple[st
     return sorted(spans)
 
 
-def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None
-                  ) -> Iterator[tuple[str, pl.DataFrame]]:
-    """(root, features rows of that root's dates in [start, end]), one segment at a time."""
+def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
+                  validate: Callable[[pl.DataFrame], bool] | None = None
+                  ) -> Iterator[tuple[str, pl.DataFrame, bool]]:
+    """(root, features rows of that root's dates in [start, end], passed), one segment at a
+    time. ``validate`` sees the whole stretch computed (from the segment's first date to
+    the date after ``end``): the contract's rule that targets are null only at the end of
+    the data holds there, not on a range cut out of a longer segment."""
     cfg = cfg or FeatureConfig()
     fronts = continuous_dates.read_fronts(root)
     for r, seq, first, last in segment_spans(fronts, start, end):
@@ -55,9 +59,10 @@ def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None
         out = _root_features(check_continuous(bars), r, cfg)
         if out is None:
             continue
+        passed = validate is None or validate(out)
         out = out.filter(trade_date_expr().is_between(start, end))
         if out.height:
-            yield r, out
+            yield r, out, passed
 
 
 def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
@@ -68,9 +73,9 @@ def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None =
     rows: dict[date, int] = {}
     written: dict[date, list[str]] = {}
     vetoed: set[date] = set()
-    for r, frame in feature_dates(root, start, end, cfg):
+    for r, frame, passed in feature_dates(root, start, end, cfg, validate):
         framed = frame.with_columns(_d=trade_date_expr())
-        if validate is not None and not validate(frame):
+        if not passed:
             vetoed |= set(framed["_d"].unique().to_list())
             continue
         for (day,), part in framed.partition_by("_d", as_dict=True, maintain_order=True).items():

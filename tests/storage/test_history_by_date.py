@@ -183,3 +183,24 @@ def test_a_date_built_alone_flags_the_jumps_and_conflicts_of_a_full_build(landed
     assert alone.first_jumps["ts_event"].to_list() == want["ts_event"].to_list()
     assert alone.conflicts == duplicate_conflicts(object_store.scan_raw_bars(root)).count == 3
     assert "3 duplicate bars disagree" in alone.conflicts_message
+
+
+def test_a_range_cut_out_of_a_segment_passes_the_contract_and_changes_nothing(landed, tmp_path):
+    """Rebuilding dates in the middle of a contract (foxhunt materialize --from/--to): their
+    last bars have targets from the next date, which the features contract must accept."""
+    from foxhunt_pipeline.features.schema import validate_features
+
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+    _build(root, [f.name for f in files])
+    before = _table(root, "features")
+    days = trade_dates.stored_dates(root, by_date.TABLE)
+    results = []
+    # the first date: ESH4 trades on the next one too (the roll is two dates later)
+    rows = by_date.build_dates(root, days[0], days[0],
+                               validate=lambda f: results.append(validate_features(f)) or results[-1].passed)
+    assert results and all(r.passed for r in results), [r.message for r in results]
+    assert set(rows) == {days[0]}
+    assert _table(root, "features").equals(before)
