@@ -245,13 +245,11 @@ def build_training_dataset(
 ) -> TrainingData:
     """Split, embargo, normalise (train-only stats) and index windows.
 
-    With ``out_dir`` (an empty or missing directory) the dataset is written there as it is
-    built, the wide arrays block by block, and returned memory-mapped from it: the peak is
-    then one root's rows plus a block, whatever the length of the history.
-
-    ``features`` may be lazy (the partitioned table's scan): it is then read one root at a
-    time into arrays allocated once, so the peak is the dataset plus one root's rows, not
-    several copies of the whole history. ``close_prices`` (e.g. continuous_bars: ts_event,
+    ``features`` may be lazy (the partitioned table's scan): it is read one root and
+    ``CHUNK_DATES`` trade dates at a time into arrays allocated once. With ``out_dir`` (an
+    empty or missing directory) the wide arrays are written there block by block and the
+    dataset is returned memory-mapped from it, so the peak is set by a chunk, whatever the
+    length of the history. ``close_prices`` (e.g. continuous_bars: ts_event,
     root, close) gives the train median close per root for ``cost_log_return``; without it
     ``price_levels`` or the typical price of ``instruments.ROOTS`` is used (recorded in
     ``meta["cost_price_source"]``)."""
