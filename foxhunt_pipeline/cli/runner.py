@@ -23,8 +23,8 @@ Echo = Callable[[str], None]
 CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
 #: groups that run only when named: a study is a deliberate (long) run, not part of "all"
 NOT_BY_DEFAULT = ("tuning",)
-#: landed files ingested per run by ``materialize_selection`` (a run's start-up costs more
-#: than decoding a day of 1-minute bars)
+#: landed files ingested per run by ``materialize_selection``: a year of daily files is a few
+#: runs in the run list, not hundreds
 INGEST_BATCH = 100
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -70,7 +70,8 @@ def materialize_selection(
     echo: Echo = print,
     run_config: dict | None = None,
 ) -> bool:
-    """Ingests each selected landed file in its own run (one partition each), then the selected
+    """Ingests the selected landed files in runs of up to ``INGEST_BATCH`` consecutive files
+    (``ingest_batches``; a failing batch again one file per run), then the selected
     trade-date partitioned assets over one range of dates in one run (``dated_range``), then
     the rest of the selection in one run (with ``run_config``). Returns False if any step or
     blocking check failed."""
