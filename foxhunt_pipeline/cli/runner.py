@@ -26,8 +26,6 @@ NOT_BY_DEFAULT = ("tuning",)
 #: landed files ingested per run by ``materialize_selection``: a year of daily files is a few
 #: runs in the run list, not hundreds
 INGEST_BATCH = 100
-RANGE_START = "dagster/asset_partition_range_start"
-RANGE_END = "dagster/asset_partition_range_end"
 
 
 def parse_selection(selection: list[str]):
@@ -77,6 +75,7 @@ def materialize_selection(
     blocking check failed."""
     import dagster as dg
 
+    from foxhunt_pipeline.automation import RANGE_END, RANGE_START
     from foxhunt_pipeline.cli.console import console_without_traces
     from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.definitions import defs

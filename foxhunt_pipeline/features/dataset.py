@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.features.grid import trade_date_expr
+from foxhunt_pipeline.instruments.rolls import trade_date_bounds
 from foxhunt_pipeline.instruments.specs import spec
 from models.windows import (
     DEFAULT_QUANTILES,
@@ -205,10 +206,9 @@ def _utc(ns: int):
 def _read_chunk(lf: pl.LazyFrame, root: str, first: date, last: date) -> pl.DataFrame:
     """The rows of ``root`` with trade dates in [first, last], in time order. The ``ts_event``
     bounds (a trade date starts the evening before) let the scan skip the other files."""
-    lo = datetime.combine(first - timedelta(days=2), time(), tzinfo=UTC)
-    hi = datetime.combine(last + timedelta(days=2), time(), tzinfo=UTC)
+    lo, hi = trade_date_bounds(first, last)
     rows = lf.filter(
-        (pl.col("root") == root) & pl.col("ts_event").is_between(lo, hi)
+        (pl.col("root") == root) & pl.col("ts_event").is_between(lo, hi, closed="left")
         & pl.col("_date").is_between(first, last)
     ).collect()
     return rows if rows.get_column("ts_event").is_sorted() else rows.sort("ts_event")

@@ -17,7 +17,7 @@ belonging to the next day (the Sunday 17:00 open is Monday's session).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 
 import polars as pl
 
@@ -52,6 +52,15 @@ def trade_date(ts: pl.Expr) -> pl.Expr:
     """CME trade date of a UTC timestamp expression."""
     local = ts.dt.convert_time_zone(EXCHANGE_TZ).dt.replace_time_zone(None)
     return (local + pl.duration(hours=24 - SESSION_ROLL_HOUR)).dt.date()
+
+
+def trade_date_bounds(first: date, last: date | None = None) -> tuple[datetime, datetime]:
+    """A UTC interval [lo, hi) holding every bar of trade dates ``first`` .. ``last`` (a date
+    opens at 17:00 CT the evening before, 22:00 or 23:00 UTC), a little wider, so a scan can
+    skip other files and row groups by their ``ts_event`` statistics."""
+    base = datetime.combine(first, time(), tzinfo=UTC)
+    end = datetime.combine(last or first, time(), tzinfo=UTC)
+    return base - timedelta(hours=8), end + timedelta(hours=24)
 
 
 def contract_expiry(root: str, symbol: str, ref: date) -> date:
@@ -254,4 +263,5 @@ __all__ = [
     "dedupe_bars",
     "duplicate_conflicts",
     "trade_date",
+    "trade_date_bounds",
 ]

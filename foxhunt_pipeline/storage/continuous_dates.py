@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date
 
 import polars as pl
 from upath import UPath
@@ -53,13 +53,6 @@ def _stamp(p: UPath) -> str:
     info = p.fs.info(p.path)
     when = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
     return f"{info.get('size')}:{when}"
-
-
-def _day_bounds(day: date) -> tuple[datetime, datetime]:
-    """A UTC interval holding every bar of trade date ``day`` (17:00 CT the evening before
-    to 17:00 CT; CT is UTC-5 or -6), a little wider so parquet statistics can prune."""
-    base = datetime.combine(day, time(), tzinfo=UTC)
-    return base - timedelta(hours=8), base + timedelta(hours=24)
 
 
 def raw_date_index(root: UPath) -> pl.DataFrame:
@@ -95,7 +88,7 @@ def _files_key(rows: pl.DataFrame) -> str:
 
 def _day_raw(root: UPath, sources: list[str], day: date) -> pl.LazyFrame:
     """The raw rows (duplicates included) of the files holding ``day``, cut to its bounds."""
-    lo, hi = _day_bounds(day)
+    lo, hi = rolls.trade_date_bounds(day)
     if object_store.is_local(root):
         raw = pl.scan_parquet([UPath(s).path for s in sources], hive_partitioning=False)
     else:
