@@ -1,5 +1,7 @@
-"""Agent training assets: DQN and PPO (stable-baselines3) on the window environment, on the
-``gpu`` pool like the forecasters, requested once per new training_dataset."""
+"""Agent training assets: DQN and PPO (stable-baselines3) deciding on what the forecasters
+know (``models.agents.state``: the current tft_model's and mamba2_model's quantiles, a few
+features and the cost), on the ``gpu`` pool like the forecasters, requested once the dataset
+and the forecasters they observe are new."""
 
 import time
 
@@ -10,12 +12,21 @@ from assets import registration
 from assets.common import code_version_of
 from assets.config_fields import delegated
 from assets.interpretability import agent_behaviour
-from assets.training import TRAINING_KW, load_dataset, new_run_dir, progress_note, publish_run
+from assets.training import (
+    TRAINING_KW,
+    load_dataset,
+    mamba2_model,
+    new_run_dir,
+    progress_note,
+    publish_run,
+    tft_model,
+)
 from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models.agents.trading_env import EnvConfig
 from models.agents.train import DQNConfig, PPOConfig
+from models.training.checkpoint import CheckpointMismatchError, check_compatible, load_checkpoint
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -76,6 +87,37 @@ def agent_config(family: str, config: AgentTrainingConfig, device: str):
     return cls.from_dict({**fields, "eval_freq": eval_freq, "device": device, "env": env})
 
 
+#: the forecasters an agent observes, in its state's column order
+AGENT_FORECASTERS = ("tft", "mamba2")
+AGENT_KW = {**TRAINING_KW, "deps": [*TRAINING_KW["deps"], tft_model, mamba2_model]}
+
+
+def current_forecasters(storage: FoxhuntStorage, data, device, log) -> tuple[dict, dict, dict]:
+    """(models, their training configs, where they come from) of the current forecasters
+    trained on this dataset's features; a missing one is left out with a warning."""
+    models, train_configs, sources = {}, {}, {}
+    for family in AGENT_FORECASTERS:
+        try:
+            pointer, checkpoint, _ = storage.current_model(family)
+        except FileNotFoundError:
+            log.warning(f"no current {family} model: the agent observes the others only")
+            continue
+        model, meta = load_checkpoint(checkpoint, device=device)
+        try:
+            check_compatible(meta, data)
+        except CheckpointMismatchError as e:
+            raise dg.Failure(f"the current {family} model was trained on other features than "
+                             f"the dataset: materialize {family}_model first ({e})") from e
+        models[family] = model
+        train_configs[family] = meta.get("train_config", {})
+        sources[family] = {"registered_model": pointer["registered_model"],
+                           "version": pointer["version"], "mlflow_run_id": pointer["mlflow_run_id"]}
+    if not models:
+        raise dg.Failure("the agents decide on the forecasters' forecasts: materialize "
+                         "tft_model and mamba2_model first")
+    return models, train_configs, sources
+
+
 def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: AgentTrainingConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
@@ -84,6 +126,9 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
 
     data = load_dataset(storage)
     choice = torch_device.choose()
+    forecasters, forecaster_configs, observed = current_forecasters(
+        storage, data, choice.device, context.log)
+    observes = ", ".join(f"{v['registered_model']} v{v['version']}" for v in observed.values())
     config, source = with_tuned_params(family, config, storage)
     train = agents.train_dqn if family == "dqn" else agents.train_ppo
     agent_cfg = agent_config(family, config, str(choice.device))
@@ -91,7 +136,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     run_dir = new_run_dir(storage, family, context.run.run_id)
     profile = current_settings().profile
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:
-        run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name, "feature_hash": data.meta["feature_hash"]})
+        run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name,
+                        "feature_hash": data.meta["feature_hash"], "observes": observed})
         run.set_tags({"hyperparameters_from": source})
 
         started = time.monotonic()
@@ -105,7 +151,8 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
                              f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
                              f" [profile {profile}]")
 
-        result = train(data, agent_cfg, on_eval=on_eval)
+        result = train(data, agent_cfg, on_eval=on_eval, forecasters=forecasters,
+                       forecaster_train_configs=forecaster_configs)
         paths = agents.save_policy(result.model, run_dir / "policy")
         registration.write_agent_serving_meta(run_dir / "policy", data)
         behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
@@ -115,12 +162,15 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         version = registration.register(
             run, family, registered, run_dir / "policy", data, storage, profile=profile,
             metrics={"final_val_mean_reward": float(result.final_val_mean_reward),
-                     "total_timesteps": int(agent_cfg.total_timesteps)})
+                     "total_timesteps": int(agent_cfg.total_timesteps)},
+            notes=[f"observes: the quantiles per horizon of {observes} (saved beside the "
+                   "policy), recent returns and volatility, the root's cost and its position"])
         run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, run_dir / "policy", {
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
         "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
+        "observes": observed,
     })
     return dg.MaterializeResult(
         metadata={
@@ -129,6 +179,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "training_seconds": round(float(result.train_seconds), 2),
             "device": choice.name,
             "hyperparameters_from": source,
+            "observes": observes,
             "mlflow_run_id": run_id,
             "mlflow_run": dg.MetadataValue.url(mlflow.run_url(run_id)),
             "registered_model": f"{registered} v{version}",
@@ -142,10 +193,13 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
 
 @dg.asset(
     kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.agents.train", "models.agents.trading_env", "models.agents.policy"),
-    description="DQN trading agent (stable-baselines3) on the window environment: short / flat / "
-    "long, next-bar fills, costs in ticks; registered as `foxhunt-dqn`.",
-    **TRAINING_KW,
+    code_version=code_version_of("models.agents.train", "models.agents.trading_env",
+                                 "models.agents.policy", "models.agents.state",
+                                 "models.agents.replay"),
+    description="DQN trading agent (stable-baselines3) deciding on the forecasters' quantiles, "
+    "recent returns and volatility and its cost: short / flat / long, next-bar fills, costs in "
+    "ticks; registered as `foxhunt-dqn`.",
+    **AGENT_KW,
 )
 def dqn_agent(context: dg.AssetExecutionContext, config: DQNTrainingConfig, storage: FoxhuntStorage,
               mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
@@ -154,10 +208,13 @@ def dqn_agent(context: dg.AssetExecutionContext, config: DQNTrainingConfig, stor
 
 @dg.asset(
     kinds={"pytorch", "mlflow"},
-    code_version=code_version_of("models.agents.train", "models.agents.trading_env", "models.agents.policy"),
-    description="PPO actor-critic trading agent (stable-baselines3, vectorised envs); registered "
-    "as `foxhunt-ppo`.",
-    **TRAINING_KW,
+    code_version=code_version_of("models.agents.train", "models.agents.trading_env",
+                                 "models.agents.policy", "models.agents.state",
+                                 "models.agents.replay"),
+    description="PPO actor-critic trading agent (stable-baselines3, vectorised envs) deciding on "
+    "the forecasters' quantiles, recent returns and volatility and its cost; registered as "
+    "`foxhunt-ppo`.",
+    **AGENT_KW,
 )
 def ppo_agent(context: dg.AssetExecutionContext, config: PPOTrainingConfig, storage: FoxhuntStorage,
               mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:

@@ -35,6 +35,20 @@ class EnsembleConfig(dg.Config):
     include_climatology: bool = True  # the training split's climatology as one more member
 
 
+def composition_notes(weights: dict) -> list[str]:
+    """What the ensemble is when its weights put all mass on one member: that member, said
+    on its model card and asset page ("ensemble = climatology")."""
+    from models.ensemble.weights import sole_member
+
+    member = sole_member(weights)
+    if member is None:
+        return []
+    what = "baseline:climatology" if member == "climatology" else f"foxhunt-{member}"
+    return [f"ensemble = {member}: all weight on {what} on the validation split, so it "
+            f"forecasts exactly what {what} does; the leaderboard shows it as such and never "
+            "offers it as champion over it"]
+
+
 @dg.asset(
     deps=[tft_model, mamba2_model],
     group_name="training",
@@ -93,7 +107,8 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
         serving = registration.export_forecaster("ensemble", ckpt, data, run_dir / "serving")
         version = registration.register(run, "ensemble", registered, serving, data, storage,
                                         profile=current_settings().profile,
-                                        metrics={"val_loss": float(fitted.loss)})
+                                        metrics={"val_loss": float(fitted.loss)},
+                                        notes=composition_notes(fitted.weights))
         run.set_tags({"precision": "fp32", "registered_version": version})
         run_id = run.run_id
     where = publish_run(storage, "ensemble", run_dir, ckpt, {
@@ -102,6 +117,7 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
     })
     best_single = min((v, k) for k, v in fitted.member_losses.items() if k != "climatology")
     return dg.MaterializeResult(metadata={
+        "composition": " ".join(composition_notes(fitted.weights)) or "a blend of its members",
         "weights": dg.MetadataValue.json(fitted.weights),
         "weights_rule": "non-negative, sum to 1, minimise the pooled pinball loss on the validation split "
                         f"(winner: {fitted.method})",

@@ -35,8 +35,10 @@ SUMMARY_METRICS = (
     "throughput_b32_per_s", "throughput_b256_per_s", "peak_memory_mb", "n_parameters",
     "checkpoint_mb",
 )
-#: String columns, in table order after the identity columns.
-TEXT_COLUMNS = ("protocol_id", "fold", "test_start", "test_end", "sharpe_by_root")
+#: String columns, in table order after the identity columns. ``equals``: the baseline a model
+#: repeats on every test bar (pooled row; "baseline:climatology" for an ensemble whose weights
+#: are all on the climatology), NULL when it is a model of its own.
+TEXT_COLUMNS = ("protocol_id", "fold", "test_start", "test_end", "sharpe_by_root", "equals")
 #: every model family that makes skill claims (the Bonferroni count); from the model store
 FAMILIES = model_store.FAMILIES
 #: the forecasters the ensemble combines (``assets.ensemble``)
@@ -78,10 +80,13 @@ def _iso(ns: int) -> str:
 
 
 def evaluation_rows(family: str, version: str, precision: str, result, context_run_id: str,
-                    evaluated_at: datetime, extra: dict | None = None) -> pl.DataFrame:
+                    evaluated_at: datetime, extra: dict | None = None,
+                    equals: str | None = None) -> pl.DataFrame:
     """Per candidate of a ``WalkForwardResult``: one row per fold and a ``pooled`` row, all
-    with the protocol id; ``extra`` (running cost) goes to the model's pooled row. Undefined
-    metrics are NULL."""
+    with the protocol id; ``extra`` (running cost) goes to the model's pooled row, and
+    ``equals`` (what the model is by construction, e.g. an ensemble weighted all on the
+    climatology) unless the walk-forward found it repeats a baseline. Undefined metrics are
+    NULL."""
     rows = []
     for name, cand in result.candidates.items():
         baseline = name.startswith("baseline:")
@@ -95,13 +100,29 @@ def evaluation_rows(family: str, version: str, precision: str, result, context_r
         for fold, metrics, lo, hi in parts:
             roots = {k.removeprefix("sharpe_"): _float_or_none(v) for k, v in metrics.items()
                      if k.startswith("sharpe_") and k.removeprefix("sharpe_").isupper()}
+            same = None if baseline or fold != "pooled" else (cand.equals or equals)
             row = {**ident, "fold": fold, "test_start": _iso(lo), "test_end": _iso(hi),
-                   "sharpe_by_root": json.dumps(roots, sort_keys=True)}
+                   "sharpe_by_root": json.dumps(roots, sort_keys=True), "equals": same}
             row.update({k: _float_or_none(metrics.get(k)) for k in SUMMARY_METRICS})
             row["metrics_json"] = json.dumps({k: _float_or_none(v) for k, v in metrics.items()})
             rows.append(row)
     schema = {k: pl.Float64 for k in SUMMARY_METRICS} | {k: pl.String for k in TEXT_COLUMNS}
     return pl.DataFrame(rows, schema_overrides=schema | {"evaluated_at": pl.Datetime("us", "UTC")})
+
+
+def composition_equals(family: str, checkpoint: Path) -> str | None:
+    """What a model is by construction: an ensemble with all its weight on one member is that
+    member ("baseline:climatology", "foxhunt-mamba2")."""
+    if family != "ensemble":
+        return None
+    from models.ensemble.weights import sole_member
+    from models.training.checkpoint import read_checkpoint_meta
+
+    meta = read_checkpoint_meta(checkpoint)
+    member = sole_member(meta.get("extra", meta).get("weights") or {})
+    if member is None:
+        return None
+    return "baseline:climatology" if member == "climatology" else f"foxhunt-{member}"
 
 
 def _float_or_none(v) -> float | None:
@@ -191,15 +212,25 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
                                     cache_dir=cache_dir)
     from assets.agents import DQNTrainingConfig, PPOTrainingConfig, agent_config
     from models.agents import train as agents
+    from models.agents.state import saved_forecasters
     from models.agents.trading_env import EnvConfig
+    from models.evaluation.family_candidates import fold_forecaster
+    from models.training.loop import TrainConfig
 
+    # the agent observes forecasters with the configurations it was trained beside, each
+    # retrained on the fold (and shared with their own walk-forward through the cache)
+    observed = {
+        n: fold_forecaster(f["model_type"], f["config"], TrainConfig.from_dict(f["train_config"]),
+                           device=device, cache_dir=cache_dir)
+        for n, f in (saved_forecasters(checkpoint) if checkpoint else {}).items()
+        if f.get("train_config") is not None}
     if not logged:
         config = DQNTrainingConfig() if family == "dqn" else PPOTrainingConfig()
-        return agent_candidate(name, family, agent_config(family, config, device))
+        return agent_candidate(name, family, agent_config(family, config, device), observed)
     cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
     if isinstance(logged.get("env"), dict):
         logged["env"] = EnvConfig(**logged["env"])
-    return agent_candidate(name, family, cls.from_dict({**logged, "device": device}))
+    return agent_candidate(name, family, cls.from_dict({**logged, "device": device}), observed)
 
 
 def ensemble_logged(storage: FoxhuntStorage, mlflow: MLflowResource, checkpoint: Path) -> dict:
@@ -344,7 +375,8 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
                                 "checkpoint_mb"))}
     now = datetime.now(UTC)
     rows = evaluation_rows(family, pointer["version"], "fp32", result, context.run.run_id, now,
-                           extra=running)
+                           extra=running, equals=composition_equals(family, checkpoint))
+    equals = result.candidates[f"foxhunt-{family}"].equals or composition_equals(family, checkpoint)
     storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-{context.run.run_id}")
     pooled = {**result.candidates[f"foxhunt-{family}"].pooled, **running}
     run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
@@ -367,6 +399,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
             "sharpe_ci_low": _meta_float(pooled.get("sharpe_ci_low")),
             "ic": _meta_float(pooled.get("ic")),
             "ic_ci_low": _meta_float(pooled.get("ic_ci_low")),
+            "equals": equals or "-",
             "n_trades": _meta_float(pooled.get("n_trades")),
             "hit_rate": _meta_float(pooled.get("hit_rate")),
             "q_risk_p50": _meta_float(pooled.get("q_risk_p50")),
@@ -407,8 +440,14 @@ def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
     positions[np.asarray(replay["rows"], dtype=np.int64)] = replay["positions"]
     sample = torch.zeros(1, policy.obs_dim)
 
-    def act(*_inputs):
-        return policy(sample.expand(_inputs[0].shape[0], -1).to(kwargs["device"]))
+    def act(static, observed, known):
+        """One decision from a window: the forecasters it observes, then the policy."""
+        if policy.state is None:
+            return policy(sample.expand(observed.shape[0], -1).to(kwargs["device"]))
+        state = policy.state.of_windows(static, observed, known, torch.zeros(observed.shape[0]))
+        position = torch.zeros(observed.shape[0], 3, device=state.device)
+        position[:, 1] = 1.0
+        return policy(torch.cat([state, position], dim=1))
 
     return evaluate_agent(family, positions, data, model=policy, act_fn=act,
                           checkpoint_path=Path(pointer["checkpoint"]) / "policy.safetensors", **kwargs)
@@ -444,5 +483,7 @@ def _evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
 
 tft_evaluation = _evaluation_asset("tft", "tft_model")
 mamba2_evaluation = _evaluation_asset("mamba2", "mamba2_model")
-dqn_evaluation = _evaluation_asset("dqn", "dqn_agent")
-ppo_evaluation = _evaluation_asset("ppo", "ppo_agent")
+# the agents' walk-forward retrains the forecasters they observe per fold: after those
+# forecasters' own evaluations, it finds their fold models in the cache
+dqn_evaluation = _evaluation_asset("dqn", "dqn_agent", after=("tft_evaluation", "mamba2_evaluation"))
+ppo_evaluation = _evaluation_asset("ppo", "ppo_agent", after=("tft_evaluation", "mamba2_evaluation"))

@@ -4,7 +4,7 @@ assets' last step, shared by the four families (see ``resources.pyfunc_models``)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +59,12 @@ def write_agent_serving_meta(policy_dir: Path, data: Any) -> Path:
 
 def register(run: Any, family: str, registered: str, artifact: Path, data: Any, storage: FoxhuntStorage,
              metrics: Mapping[str, Any], *, precision: str = "fp32", profile: str | None = None,
-             artifact_path: str = MODEL_ARTIFACT, tags: Mapping[str, str] | None = None) -> str:
+             artifact_path: str = MODEL_ARTIFACT, tags: Mapping[str, str] | None = None,
+             notes: Sequence[str] = ()) -> str:
     """A new version of ``registered``: the pyfunc wrapper around ``artifact`` with signature,
-    input example and model card; returns the version number."""
-    card = model_card(family, precision, data.meta, data_range=data_range_of(data), metrics=metrics)
+    input example and model card (with ``notes``); returns the version number."""
+    card = model_card(family, precision, data.meta, data_range=data_range_of(data), metrics=metrics,
+                      notes=notes)
     all_tags = {**({"profile": profile} if profile else {}), **dict(tags or {})}
     return register_pyfunc(run, registered, artifact, family=family, precision=precision,
                            features=features_frame(storage), card=card, tags=all_tags,

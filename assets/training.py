@@ -46,8 +46,8 @@ def _training_fields(section: str) -> type[dg.Config]:
                                 "most.", section=section)
         batch_size: int = delegated(TrainConfig, "batch_size", "Windows per optimizer step "
                                     "(the global batch under DDP).", section=section)
-        learning_rate: float = Field(default=TrainConfig.lr, description="AdamW peak learning "
-                                     "rate (TrainConfig.lr).")
+        learning_rate: float = sized(section, "learning_rate", TrainConfig.lr,
+                                     "AdamW peak learning rate (TrainConfig.lr).")
         weight_decay: float = delegated(TrainConfig, "weight_decay",
                                         "AdamW decoupled weight decay.")
         grad_clip: float = delegated(TrainConfig, "grad_clip",

@@ -8,7 +8,7 @@ import json
 
 import dagster as dg
 
-from assets.agents import DQNTrainingConfig, PPOTrainingConfig
+from assets.agents import DQNTrainingConfig, PPOTrainingConfig, current_forecasters
 from assets.common import OWNERS, code_version_of
 from assets.config_fields import sized
 from assets.evaluation import _png_markdown
@@ -44,8 +44,9 @@ class TuningConfig(dg.Config):
     total_timesteps: int = sized("tuning", "total_timesteps", 50_000, "Env steps per agent trial.")
 
 
-def _objective(family: str, config: TuningConfig, data, choice):
-    """``(trial, on_point) -> value`` for the family, on the validation split."""
+def _objective(family: str, config: TuningConfig, data, choice, observed=None):
+    """``(trial, on_point) -> value`` for the family, on the validation split; an agent's
+    trials observe ``observed`` (the current forecasters and their training configs)."""
     from models.tuning import objective
     from models.tuning.spaces import FORECASTERS, MODEL_FIELDS, suggest
 
@@ -72,7 +73,8 @@ def _objective(family: str, config: TuningConfig, data, choice):
 
     def run(trial, on_point):
         params = suggest(family, trial)
-        return params, lambda: objective.agent_trial(trial, family, data, params, fields, on_eval=on_point)
+        return params, lambda: objective.agent_trial(trial, family, data, params, fields,
+                                                     on_eval=on_point, observed=observed)
     return run, "timesteps"
 
 
@@ -92,7 +94,11 @@ def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningCon
     study = open_study(url, name, family, seed=None if config.study_name else config.seed,
                        attrs={"feature_hash": data.meta["feature_hash"],
                               "dagster_run_id": context.run.run_id})
-    run_trial, step_key = _objective(family, config, data, choice)
+    observed = None
+    if family in ("dqn", "ppo"):
+        models, train_configs, _ = current_forecasters(storage, data, choice.device, context.log)
+        observed = (models, train_configs)
+    run_trial, step_key = _objective(family, config, data, choice, observed)
     before = len(study.trials)
     with mlflow.start_run(f"{family}-study-{name}", tags={
             "family": family, "optuna_study": name, "optuna_storage": redact(url),

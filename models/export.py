@@ -79,12 +79,15 @@ def export_artifact(
     metadata: Mapping[str, Any],
     input_names: Sequence[str] | None = None,
     formats: Sequence[str] = ("torch.export", "torchscript"),
+    extra_files: Callable[[Path], Any] | None = None,
 ) -> Path:
     """Write ``path/`` (a directory) holding the first format that reproduces ``module``.
 
     ``metadata`` is copied into the sidecar (JSON-serialisable values: model name,
     precision, observed/known/static names, target_scale, quantiles, lookback, horizon,
     feature_hash, normalisation ...); format, input names / shapes and versions are added.
+    ``extra_files(directory)`` writes what else the artifact needs beside the module (an
+    agent's forecasters), inside the same atomic swap.
     """
     module = module.eval()
     # own storage: a slice of a big batch would otherwise be saved whole as the sample input
@@ -96,6 +99,8 @@ def export_artifact(
 
     def build(tmp: Path) -> None:
         fmt, failures = _write_first_working(module, example, tmp, formats)
+        if extra_files is not None:
+            extra_files(tmp)
         meta = {
             **dict(metadata),
             "format": fmt,

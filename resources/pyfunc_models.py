@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +112,10 @@ def register_pyfunc(run: Any, registered: str, artifact: Path, *, family: str, p
 
 def model_card(family: str, precision: str, training_meta: Mapping[str, Any], *,
                data_range: tuple[str, str] | None, metrics: Mapping[str, Any],
-               protocol: str | None = None) -> str:
-    """Markdown for the MLflow model-version page: what the model saw and how it scored."""
+               protocol: str | None = None, notes: Sequence[str] = ()) -> str:
+    """Markdown for the MLflow model-version page: what the model saw and how it scored;
+    ``notes`` say what it is beyond that (an ensemble that equals one member, what an agent
+    observes)."""
     m = training_meta
     cfg = m.get("dataset_config") or {}
     fractions = cfg.get("fractions")
@@ -138,6 +140,7 @@ def model_card(family: str, precision: str, training_meta: Mapping[str, Any], *,
         "with its own stats); **output**: " + ("the action (0 short, 1 flat, 2 long) and position per row"
                                                if family in ("dqn", "ppo") else
                                                "quantile forecasts `h<k>_q<p>` of the k-bar log return"),
+        *(f"- **{note}**" if note.startswith("ensemble = ") else f"- {note}" for note in notes),
         "",
         "| metric | value |",
         "|---|---|",

@@ -41,7 +41,7 @@ class LoadedModel:
         """The features-table columns the model reads (keys first)."""
         m = self.meta
         cols = ["ts_event", "root", "contract_seq", *m["observed_names"], *m["known_names"]]
-        if self.kind == "forecaster":
+        if self.kind == "forecaster" or m.get("observation") == "forecasts":
             cols += list(m["static_names"])
         return cols
 

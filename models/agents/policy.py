@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from models.agents.state import ForecastState
 from models.agents.trading_env import N_ACTIONS
 from models.atomic import atomic_write
 
@@ -132,6 +133,8 @@ class PolicyNet(nn.Module):
         self.activation = activation
         self.algo = algo
         self.meta = dict(meta or {})
+        # what it observes (the forecasters): a plain attribute, not part of its weights
+        self.state: ForecastState | None = None
 
     @property
     def obs_dim(self) -> int:
@@ -172,7 +175,8 @@ class PolicyNet(nn.Module):
 
 
 def save_policy_net(net: PolicyNet, directory: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write weights (safetensors) and architecture (JSON), each atomically."""
+    """Write weights (safetensors), architecture (JSON) and the forecasters it observes
+    (``ForecastState.save``), each file atomically."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
@@ -180,11 +184,15 @@ def save_policy_net(net: PolicyNet, directory: str | os.PathLike[str]) -> dict[s
     config = directory / CONFIG_FILE
     atomic_write(weights, lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
     atomic_write(config, lambda p: p.write_text(json.dumps(net.config(), indent=2)))
-    return {"weights": weights, "config": config}
+    paths = {"weights": weights, "config": config}
+    if net.state is not None:
+        paths["state"] = net.state.save(directory)
+    return paths
 
 
 def load_policy(directory: str | os.PathLike[str], device: str | torch.device = "cpu") -> PolicyNet:
-    """Rebuild a ``PolicyNet`` from ``save_policy`` output: JSON + safetensors, no pickle."""
+    """Rebuild a ``PolicyNet`` (and the forecasters it observes) from ``save_policy``
+    output: JSON + safetensors, no pickle."""
     directory = Path(directory)
     cfg_path = directory / CONFIG_FILE
     if not cfg_path.exists():
@@ -198,6 +206,11 @@ def load_policy(directory: str | os.PathLike[str], device: str | torch.device = 
         net.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise ValueError(f"{directory / WEIGHTS_FILE} does not match {cfg_path}: {e}") from e
+    if cfg.get("meta", {}).get("observation") == "forecasts":
+        if not ForecastState.exists(directory):
+            raise ValueError(f"{directory}: the policy observes forecasts but its forecasters "
+                             "(state.json, forecasters/) are missing")
+        net.state = ForecastState.load(directory, device=device)
     return net.to(device).eval()
 
 

@@ -9,17 +9,19 @@ Episodes are *stretches*: maximal runs of rows that have a complete history wind
 segment (root x contract), a finite next return, and no session gap between ``t`` and
 ``t+1``. Holding across a roll or a session break is therefore impossible by construction.
 
-Observation (flat ``Box``, float32) = the window ``[L, C]`` flattened row-major, channels being
-the observed features then (optionally) the known inputs of the same rows, clipped to
-``+-obs_clip``, followed by a one-hot of the current position (short, flat, long). A flat Box
-keeps SB3 on its plain ``MlpPolicy`` path; ``WindowEncoder`` un-flattens it.
+Observation (flat ``Box``, float32) = the window ``[L, C]`` flattened row-major, clipped to
+``+-obs_clip``, followed by a one-hot of the current position (short, flat, long). Its
+channels are either a per-row *state* (``models.agents.state``: the forecasters' quantiles, a
+few features and the cost; then ``L = 1``), which is what the agents observe, or the observed
+features then (optionally) the known inputs of the window's rows (the raw-window layout). A
+flat Box keeps SB3 on its plain ``MlpPolicy`` path; ``WindowEncoder`` un-flattens it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +32,14 @@ from models.windows import TrainingData
 N_ACTIONS = 3
 ACTION_POSITIONS = np.array([-1, 0, 1], dtype=np.int64)  # action index -> position
 POSITION_NAMES = ("short", "flat", "long")
+
+
+class RowState(Protocol):
+    """Per-row observation channels (``models.agents.state.ForecastState``)."""
+
+    def compute(self, data: TrainingData, split: str) -> np.ndarray: ...
+
+    def names(self) -> list[str]: ...
 
 
 @dataclass
@@ -90,22 +100,33 @@ class MarketData:
         return np.concatenate([window, onehot], axis=1)
 
 
-def prepare_market_data(data: TrainingData, split: str, config: EnvConfig | None = None) -> MarketData:
-    """Validate one split and find its stretches. Raises ``ValueError`` naming the bad field/row."""
+def prepare_market_data(data: TrainingData, split: str, config: EnvConfig | None = None,
+                        state: RowState | None = None) -> MarketData:
+    """Validate one split and find its stretches. Raises ``ValueError`` naming the bad field/row.
+    With ``state``, each observation is that row's state (lookback 1) and a row is tradable
+    only where its state and the next row's are finite."""
     config = config or EnvConfig()
     if split not in data.splits:
         raise ValueError(f"split {split!r} not in the dataset (has {sorted(data.splits)})")
     s = data.splits[split]
-    lookback = int(config.lookback or data.lookback)
+    lookback = 1 if state is not None else int(config.lookback or data.lookback)
     if lookback < 1:
         raise ValueError(f"EnvConfig.lookback must be >= 1, got {lookback}")
     n = s.n_rows
-    observed = np.asarray(s.observed, dtype=np.float32)
-    names = list(data.observed_names)
-    parts = [observed]
-    if config.include_known and s.known.shape[1] > 0:
-        parts.append(np.asarray(s.known, dtype=np.float32))
-        names += list(data.known_names)
+    state_ok = np.ones(n, dtype=bool)
+    if state is not None:
+        raw = np.asarray(state.compute(data, split), dtype=np.float32)
+        names = list(state.names())
+        if raw.shape != (n, len(names)):
+            raise ValueError(f"{split}: state has shape {raw.shape}, expected ({n}, {len(names)})")
+        state_ok = np.isfinite(raw).all(axis=1)
+        parts = [np.where(state_ok[:, None], raw, 0.0).astype(np.float32)]
+    else:
+        names = list(data.observed_names)
+        parts = [np.asarray(s.observed, dtype=np.float32)]
+        if config.include_known and s.known.shape[1] > 0:
+            parts.append(np.asarray(s.known, dtype=np.float32))
+            names += list(data.known_names)
     features = np.clip(np.concatenate(parts, axis=1), -config.obs_clip, config.obs_clip)
     if len(names) != features.shape[1]:
         names = [f"c_{i}" for i in range(features.shape[1])]
@@ -136,7 +157,9 @@ def prepare_market_data(data: TrainingData, split: str, config: EnvConfig | None
         if config.session_gap_factor is not None and same.any():
             median = float(np.median(dt[same]))
             step_ok[:-1] &= dt <= config.session_gap_factor * median
-    tradable = history_ok & step_ok & np.isfinite(returns)
+    # the state of t decides, the state of t + 1 is the next observation
+    tradable = history_ok & step_ok & np.isfinite(returns) & state_ok
+    tradable[:-1] &= state_ok[1:]
 
     _check_finite_windows(features, names, tradable, lookback, split)
 
@@ -283,6 +306,10 @@ class TradingEnv(gym.Env):
             "gross_log_return": float(gross),
             "cost": float(cost),
             "log_return": float(pnl),
+            # what any position would have earned on this bar (models.agents.replay)
+            "return": float(m.returns[t]),
+            "unit_cost": float(m.cost[t]),
+            "reward_scale": float(m.reward_scale),
         }
         self._position = new_pos
         self._t = t + 1  # row t+1 is always valid to observe: same segment as t
@@ -313,6 +340,7 @@ def evaluate_positions(
     config: EnvConfig | None = None,
     batch_size: int = 4096,
     close_at_end: bool = True,
+    state: RowState | None = None,
 ) -> dict[str, np.ndarray]:
     """Backtest a deterministic policy on every tradable row of ``split``, as the env would.
 
@@ -322,14 +350,17 @@ def evaluate_positions(
     charged too (an honest backtest must get out before a roll or a session break).
     Without ``config``, the observation layout (lookback, known inputs, clip, gap rule) comes
     from the policy's own metadata and costs are the dataset's at multiplier 1, so every model
-    is scored on the same costs. Returns per-row arrays: ``rows``, ``ts`` (int64 ns), ``positions`` (int8 -1/0/1),
+    is scored on the same costs. The observation state is ``state``, else the policy's own
+    (``policy_state``), else the raw window. Returns per-row arrays: ``rows``, ``ts`` (int64 ns), ``positions`` (int8 -1/0/1),
     ``returns`` (next log return), ``costs``, ``rewards`` (= positions x returns - costs, as
     raw log returns, unscaled) and ``episode_start`` (bool).
     """
     fn = as_policy_fn(policy)
     if config is None and not isinstance(data, MarketData):
         config = policy_layout_config(policy)
-    market = data if isinstance(data, MarketData) else prepare_market_data(data, split, config)
+    state = state if state is not None else policy_state(policy)
+    market = (data if isinstance(data, MarketData)
+              else prepare_market_data(data, split, config, state=state))
     expected = getattr(policy, "obs_dim", None)
     if expected is not None and int(expected) != market.obs_dim:
         raise ValueError(
@@ -379,6 +410,20 @@ def evaluate_positions(
 
 
 LAYOUT_FIELDS = ("lookback", "include_known", "obs_clip", "session_gap_factor")
+
+
+def policy_state(policy: Any) -> RowState | None:
+    """The per-row state a policy observes (``PolicyNet.state``, or an SB3 model's window
+    extractor's), ``None`` for a raw-window policy."""
+    found = getattr(policy, "state", None)
+    if found is not None:
+        return found
+    sb3 = getattr(policy, "policy", None)
+    for extractor in (getattr(sb3, "features_extractor", None),
+                      getattr(getattr(sb3, "q_net", None), "features_extractor", None)):
+        if getattr(extractor, "state", None) is not None:
+            return extractor.state
+    return None
 
 
 def policy_layout_config(policy: Any) -> EnvConfig | None:

@@ -1,7 +1,11 @@
 """DQN and PPO trading agents on ``TradingEnv``, trained with stable-baselines3.
 
-SB3 provides the algorithms; this module adds the window features extractor, configs that
-mirror the Dagster run config, a validation callback and a pickle-free export.
+SB3 provides the algorithms; this module adds the features extractor, configs that mirror the
+Dagster run config, a validation callback and a pickle-free export. With ``observation=
+"forecasts"`` (the default) an agent observes the forecasters it is given through
+``models.agents.state.ForecastState``; ``"window"`` keeps the raw 60-bar window (see that
+module for why the agents do not use it). DQN replays every position at once
+(``models.agents.replay``).
 
 Why a custom callback instead of SB3's ``EvalCallback``: that one replays episodes step by
 step through the env; ours scores the whole validation split in batched forwards with
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -37,9 +41,12 @@ from models.agents.policy import (
     load_policy,
     save_policy_net,
 )
+from models.agents.replay import AllPositionsReplayBuffer
+from models.agents.state import ForecastState
 from models.agents.trading_env import (
     EnvConfig,
     MarketData,
+    RowState,
     TradingEnv,
     evaluate_positions,
     prepare_market_data,
@@ -76,6 +83,7 @@ class WindowFeaturesExtractor(BaseFeaturesExtractor):
         observation_space: gym.spaces.Box,
         encoder: dict[str, Any],
         observation_meta: dict[str, Any] | None = None,
+        state: ForecastState | None = None,
     ):
         enc = WindowEncoder(**encoder)
         if observation_space.shape != (enc.obs_dim,):
@@ -86,6 +94,7 @@ class WindowFeaturesExtractor(BaseFeaturesExtractor):
         super().__init__(observation_space, enc.features_dim)
         self.encoder = enc
         self.observation_meta = dict(observation_meta or {})
+        self.state = state  # a plain attribute: the forecasters are not the agent's weights
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return self.encoder(observations)
@@ -96,6 +105,8 @@ class _AgentConfig:
     """Fields shared by both agents (Dagster Config classes mirror these names)."""
 
     total_timesteps: int = 200_000
+    # "forecasts": the forecasters' quantiles + a few features + cost; "window": raw window
+    observation: str = "forecasts"
     learning_rate: float = 3e-4
     # rewards are immediate; the future matters only through later position-change costs
     gamma: float = 0.9
@@ -143,7 +154,8 @@ class DQNConfig(_AgentConfig):
     learning_rate: float = 5e-4
     gamma: float = 0.5
     n_envs: int = 1  # SB3 DQN steps every copy per train_freq step, filling one buffer
-    buffer_size: int = 100_000
+    buffer_size: int = 100_000  # env steps kept (x 9 transitions with replay_all_positions)
+    replay_all_positions: bool = True  # every (held, chosen) position per step (agents.replay)
     learning_starts: int = 1_000
     batch_size: int = 64
     train_freq: int = 4
@@ -249,26 +261,50 @@ def _make_vec_env(market: MarketData, n_envs: int, kind: str = "dummy") -> VecEn
     return DummyVecEnv(fns) if kind == "dummy" else SubprocVecEnv(fns)
 
 
-def _observation_meta(data: TrainingData, market: MarketData) -> dict[str, Any]:
+def _observation_meta(data: TrainingData, market: MarketData,
+                      state: ForecastState | None) -> dict[str, Any]:
     env = market.config.to_dict()
     env["lookback"] = market.lookback
     return {
         "env": env,
+        "observation": "forecasts" if state is not None else "window",
+        **({"state_layout": state.layout.to_dict()} if state is not None else {}),
         "channel_names": market.channel_names,
         "reward_scale": market.reward_scale,
         "feature_hash": data.meta.get("feature_hash"),
     }
 
 
-def _prepare(data: TrainingData, config: _AgentConfig) -> tuple[MarketData, dict[str, Any]]:
+OBSERVATIONS = ("forecasts", "window")
+
+
+def agent_state(data: TrainingData, config: _AgentConfig,
+                forecasters: Mapping[str, nn.Module] | None,
+                train_configs: Mapping[str, Mapping[str, Any]] | None = None
+                ) -> ForecastState | None:
+    """The state the agent observes: its forecasters' (``observation="forecasts"``), or
+    ``None`` for the raw window."""
+    if config.observation not in OBSERVATIONS:
+        raise ValueError(f"observation must be one of {OBSERVATIONS}, got {config.observation!r}")
+    if config.observation == "window":
+        return None
+    if not forecasters:
+        raise ValueError("observation='forecasts' needs the trained forecasters (tft_model, "
+                         "mamba2_model); pass them, or set observation='window'")
+    return ForecastState.for_data(forecasters, data, train_configs=train_configs)
+
+
+def _prepare(data: TrainingData, config: _AgentConfig, state: ForecastState | None
+             ) -> tuple[MarketData, dict[str, Any]]:
     if config.activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {config.activation!r}")
-    train = prepare_market_data(data, "train", config.env)
+    train = prepare_market_data(data, "train", config.env, state=state)
     policy_kwargs = {
         "features_extractor_class": WindowFeaturesExtractor,
         "features_extractor_kwargs": {
             "encoder": config.encoder_config(train),
-            "observation_meta": _observation_meta(data, train),
+            "observation_meta": _observation_meta(data, train, state),
+            "state": state,
         },
         "activation_fn": ACTIVATIONS[config.activation],
     }
@@ -282,6 +318,7 @@ def _learn(
     val: MarketData,
     on_eval: EvalHook | None,
 ) -> AgentResult:
+    """``model.learn`` with the validation callback; the curve and the final validation."""
     callback = ValidationCallback(val, config.eval_freq, on_eval)
     # SB3's default logger makes an empty /tmp/SB3-<time> directory per learn() call; the
     # curve goes to on_eval (and MLflow) instead, so log nowhere
@@ -305,16 +342,20 @@ def _learn(
     )
 
 
-def make_dqn(data: TrainingData, config: DQNConfig | None = None) -> DQN:
-    """An untrained SB3 DQN on the train split with the window extractor."""
+def make_dqn(data: TrainingData, config: DQNConfig | None = None,
+             state: RowState | None = None) -> DQN:
+    """An untrained SB3 DQN on the train split, observing ``state`` (or the raw window)."""
     config = config or DQNConfig()
-    train, policy_kwargs = _prepare(data, config)
+    train, policy_kwargs = _prepare(data, config, state)
     policy_kwargs["net_arch"] = list(config.net_arch)
+    every_position = config.replay_all_positions
     return DQN(
         "MlpPolicy",
         _make_vec_env(train, config.n_envs, config.vec_env),
         learning_rate=config.learning_rate,
-        buffer_size=config.buffer_size,
+        # nine transitions per step when every position is replayed
+        buffer_size=config.buffer_size * (9 if every_position else 1),
+        replay_buffer_class=AllPositionsReplayBuffer if every_position else None,
         learning_starts=config.learning_starts,
         batch_size=config.batch_size,
         gamma=config.gamma,
@@ -335,17 +376,23 @@ def train_dqn(
     config: DQNConfig | None = None,
     on_eval: EvalHook | None = None,
     eval_split: str = "validation",
+    forecasters: Mapping[str, nn.Module] | None = None,
+    forecaster_train_configs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> AgentResult:
-    """Train DQN on the train split; ``on_eval`` receives each validation curve point."""
+    """Train DQN on the train split, observing ``forecasters`` (``config.observation``);
+    ``on_eval`` receives each validation curve point."""
     config = config or DQNConfig()
-    model = make_dqn(data, config)
-    return _learn("dqn", model, config, prepare_market_data(data, eval_split, config.env), on_eval)
+    state = agent_state(data, config, forecasters, forecaster_train_configs)
+    model = make_dqn(data, config, state)
+    val = prepare_market_data(data, eval_split, config.env, state=state)
+    return _learn("dqn", model, config, val, on_eval)
 
 
-def make_ppo(data: TrainingData, config: PPOConfig | None = None) -> PPO:
+def make_ppo(data: TrainingData, config: PPOConfig | None = None,
+             state: RowState | None = None) -> PPO:
     """An untrained SB3 PPO on ``n_envs`` copies of the train env (see ``vec_env``)."""
     config = config or PPOConfig()
-    train, policy_kwargs = _prepare(data, config)
+    train, policy_kwargs = _prepare(data, config, state)
     policy_kwargs["net_arch"] = {"pi": list(config.net_arch), "vf": list(config.net_arch)}
     return PPO(
         "MlpPolicy",
@@ -372,11 +419,16 @@ def train_ppo(
     config: PPOConfig | None = None,
     on_eval: EvalHook | None = None,
     eval_split: str = "validation",
+    forecasters: Mapping[str, nn.Module] | None = None,
+    forecaster_train_configs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> AgentResult:
-    """Train PPO; ``on_eval`` receives each validation curve point."""
+    """Train PPO, observing ``forecasters`` (``config.observation``); ``on_eval`` receives
+    each validation curve point."""
     config = config or PPOConfig()
-    model = make_ppo(data, config)
-    return _learn("ppo", model, config, prepare_market_data(data, eval_split, config.env), on_eval)
+    state = agent_state(data, config, forecasters, forecaster_train_configs)
+    model = make_ppo(data, config, state)
+    val = prepare_market_data(data, eval_split, config.env, state=state)
+    return _learn("ppo", model, config, val, on_eval)
 
 
 # --- export -----------------------------------------------------------------------------
@@ -410,6 +462,7 @@ def policy_net_from_model(model: BaseAlgorithm) -> PolicyNet:
         algo=algo,
         meta=extractor.observation_meta,
     )
+    net.state = extractor.state
     net.encoder.load_state_dict({k: v.detach().cpu() for k, v in extractor.encoder.state_dict().items()})
     mine = [m for m in net.head if isinstance(m, nn.Linear)]
     with torch.no_grad():
@@ -421,7 +474,8 @@ def policy_net_from_model(model: BaseAlgorithm) -> PolicyNet:
 
 def save_policy(model: BaseAlgorithm, directory: str | Path) -> dict[str, Path]:
     """Write ``policy.safetensors`` + ``policy.json`` (loadable by ``load_policy`` without
-    unpickling) and SB3's ``model.zip`` (to resume training), each file atomically."""
+    unpickling), the forecasters it observes (``state.json`` + ``forecasters/``) and SB3's
+    ``model.zip`` (to resume training), each file atomically."""
     directory = Path(directory)
     paths = save_policy_net(policy_net_from_model(model), directory)
     buf = io.BytesIO()

@@ -78,3 +78,9 @@ def combine_quantiles(member_preds: Mapping[str, np.ndarray],
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     stacked = np.stack([np.broadcast_to(a, shape) for a in arrays])
     return _combine(stacked, np.asarray([weights[n] for n in names], np.float64))
+
+
+def sole_member(weights: Mapping[str, float], tol: float = 1e-6) -> str | None:
+    """The member holding all the weight (the ensemble then *is* that member), else ``None``."""
+    full = [name for name, w in weights.items() if float(w) >= 1.0 - tol]
+    return full[0] if len(full) == 1 else None

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
 
 from models.evaluation.candidates import Candidate
 from models.windows import ARRAYS, TrainingData
@@ -47,16 +49,16 @@ def _plain(config: Any) -> Any:
     return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
 
 
-def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, Any],
-                         train_config: Any, *, device: str = "cpu",
-                         cache_dir: Path | None = None) -> Candidate:
-    """``model_config`` as saved in the checkpoint, ``train_config`` a ``TrainConfig``.
-    With ``cache_dir``, each fold's trained model is kept there under ``fold_model_key``, so
-    the ensemble's walk-forward reuses the members' fold models instead of training them
-    again (and a re-run on the same data and configuration trains nothing)."""
-    import torch
+FoldForecaster = Callable[[TrainingData], nn.Module]
 
-    from models.evaluation.evaluate import predict_windows
+
+def fold_forecaster(model_type: str, model_config: Mapping[str, Any], train_config: Any, *,
+                    device: str = "cpu", cache_dir: Path | None = None) -> FoldForecaster:
+    """``trained(fold data) -> model``: a fresh forecaster with this configuration trained on
+    the fold's train split (early stopping on its validation split). With ``cache_dir`` each
+    fold's model is kept there under ``fold_model_key``, so the ensemble's and the agents'
+    walk-forwards reuse the forecasters' fold models instead of training them again (and a
+    re-run on the same data and configuration trains nothing)."""
     from models.registry import build_model
     from models.training.checkpoint import (
         checkpoint_file,
@@ -66,7 +68,7 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
     )
     from models.training.loop import train_forecaster
 
-    def trained(train: TrainingData) -> torch.nn.Module:
+    def trained(train: TrainingData) -> nn.Module:
         path = None
         if cache_dir is not None:
             path = Path(cache_dir) / f"{model_type}-{fold_model_key(model_type, model_config, train_config, train)}"
@@ -80,6 +82,19 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
             prune_fold_models(Path(cache_dir))
         return model
 
+    return trained
+
+
+def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, Any],
+                         train_config: Any, *, device: str = "cpu",
+                         cache_dir: Path | None = None) -> Candidate:
+    """``model_config`` as saved in the checkpoint, ``train_config`` a ``TrainConfig``; each
+    fold's model comes from ``fold_forecaster`` (cached under ``cache_dir``)."""
+    from models.evaluation.evaluate import predict_windows
+
+    trained = fold_forecaster(model_type, model_config, train_config, device=device,
+                              cache_dir=cache_dir)
+
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
         model = trained(train).to(device).eval()
 
@@ -90,8 +105,11 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
     return Candidate(name, "forecaster", fit)
 
 
-def agent_candidate(name: str, algo: str, agent_config: Any) -> Candidate:
-    """A DQN / PPO agent (``models.agents.train`` config); positions from the batched replay."""
+def agent_candidate(name: str, algo: str, agent_config: Any,
+                    forecasters: Mapping[str, FoldForecaster] | None = None) -> Candidate:
+    """A DQN / PPO agent (``models.agents.train`` config) observing the fold's own
+    ``forecasters`` (each trained on the fold's train split, never on its test period);
+    positions from the batched replay."""
     from models.agents import train as agents
     from models.agents.trading_env import evaluate_positions
 
@@ -101,7 +119,8 @@ def agent_candidate(name: str, algo: str, agent_config: Any) -> Candidate:
     quiet = dataclasses.replace(agent_config, eval_freq=0)
 
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-        policy = agents.policy_net_from_model(train_fn(train, quiet).model)
+        models = {n: trained(train) for n, trained in (forecasters or {}).items()}
+        policy = agents.policy_net_from_model(train_fn(train, quiet, forecasters=models).model)
 
         def predict(d: TrainingData) -> np.ndarray:
             replay = evaluate_positions(policy, d, "test")

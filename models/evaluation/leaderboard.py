@@ -5,7 +5,10 @@ A row is a flat dict with ``model`` (name), optionally ``family`` (``tft``, ``dq
 best row by ``metric``; it is promoted only when it beats every baseline that reports the
 metric *and* the current champion. Rows and baselines without a finite value of the metric
 cannot win and cannot be beaten: a scope where no baseline reports it promotes nobody.
-A row that says it made no trade (``n_trades`` 0 or null) cannot win on a trading metric.
+A row that says it made no trade (``n_trades`` 0 or null) cannot win on a trading metric,
+and a row that ``equals`` a baseline (the same forecasts or positions on every test bar, or an
+ensemble weighted all on one member) cannot win at all: it is that baseline or member, and
+the table shows it as such.
 
 Like for like: rows are compared only within one ``protocol_id`` (walk-forward folds,
 dataset version, cost model; ``models.evaluation.walk_forward``). ``rows_on_protocol``
@@ -94,13 +97,37 @@ def choose_champion(
 
     ``min_improvement`` is the margin it must win by. ``challenger_key`` (e.g.
     ``sharpe_ci_low``) compares the challenger's conservative bound instead of its point
-    estimate against the baselines and the champion (who are taken at ``metric``)."""
+    estimate against the baselines and the champion (who are taken at ``metric``). Rows that
+    ``equal`` a baseline or member are not candidates; the reason names them."""
+    d = _choose(rows, metric, higher_is_better, current_champion, baselines,
+                min_improvement=min_improvement, challenger_key=challenger_key, scope=scope)
+    copies = [r for r in rows if r.get("equals")]
+    if copies and d.winner is not None:
+        d = Decision(d.promote, d.winner, f"{d.reason}; not candidates: {_copies(copies)}",
+                     d.scope, d.metric)
+    return d
+
+
+def _choose(
+    rows: Sequence[Mapping[str, Any]],
+    metric: str,
+    higher_is_better: bool,
+    current_champion: Mapping[str, Any] | None,
+    baselines: Baselines,
+    *,
+    min_improvement: float = 0.0,
+    challenger_key: str | None = None,
+    scope: str = OVERALL,
+) -> Decision:
     sign = 1.0 if higher_is_better else -1.0
     finite = [r for r in rows if not math.isnan(_value(r, metric))]
-    candidates = [r for r in finite if not (metric in TRADING_METRICS and _no_trades(r))]
+    copies = [r for r in finite if r.get("equals")]
+    candidates = [r for r in finite if not (metric in TRADING_METRICS and _no_trades(r))
+                  and not r.get("equals")]
     if not candidates:
-        idle = [_label(r) for r in finite if r not in candidates]
-        why = f" ({', '.join(idle)} made no trade)" if idle else ""
+        idle = [_label(r) for r in finite if r not in candidates and r not in copies]
+        why = "".join([f" ({', '.join(idle)} made no trade)" if idle else "",
+                       f" ({_copies(copies)})" if copies else ""])
         return Decision(False, None, f"no model in {scope} reports a finite {metric}{why}",
                         scope, metric)
     best = dict(max(candidates, key=lambda r: sign * _value(r, metric)))
@@ -139,6 +166,15 @@ def choose_champion(
                         scope, metric)
     return Decision(True, best, f"{what} {vs_baselines} and the current champion "
                     f"{_label(current_champion)} ({metric} = {champ:.6g})", scope, metric)
+
+
+def _copies(rows: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{_label(r)} = {r['equals']}" for r in rows)
+
+
+def shown_name(row: Mapping[str, Any]) -> str:
+    """The model's name, with what it equals when it repeats a baseline or a member."""
+    return f"{row.get('model', '')}" + (f" (= {row['equals']})" if row.get("equals") else "")
 
 
 def choose_champions(
@@ -346,7 +382,7 @@ def leaderboard_markdown(
     head = ["model", "family", "version", *cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in [*ordered, *references]:
-        cells = [str(r.get("model", "")), str(r.get("family", "") or ""),
+        cells = [shown_name(r), str(r.get("family", "") or ""),
                  "" if r.get("version") is None else str(r.get("version"))]
         cells += ["-" if math.isnan(_value(r, c)) else f"{_value(r, c):.4g}" for c in cols]
         lines.append("| " + " | ".join(cells) + " |")

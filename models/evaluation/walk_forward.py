@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from models.evaluation.backtest import decision_rows, run_backtest, threshold_positions
-from models.evaluation.candidates import Candidate
+from models.evaluation.candidates import Candidate, climatology_candidate, trading_baselines
 from models.evaluation.metrics import (
     forecast_metrics,
     quantile_index,
@@ -325,6 +325,7 @@ class CandidateResult:
     folds: list[FoldResult]
     pooled: dict[str, float]
     bars: ScoredBars  # pooled test bars (for equity charts)
+    equals: str | None = None  # the baseline it equals on every test bar (``equal_baseline``)
 
 
 @dataclass
@@ -333,6 +334,33 @@ class WalkForwardResult:
     protocol: dict[str, Any]
     folds: list[Fold]
     candidates: dict[str, CandidateResult]
+
+
+BASELINE_PREFIX = "baseline:"
+
+
+def default_references() -> list[Candidate]:
+    """The baselines that cost nothing to fit: flat, buy-and-hold, momentum, climatology."""
+    return [*trading_baselines((1,)), climatology_candidate()]
+
+
+def equal_baseline(bars: ScoredBars, baselines: Mapping[str, ScoredBars]) -> str | None:
+    """The baseline whose forecasts (a forecaster: the same median on every test bar) or
+    else whose positions (on every test bar) ``bars`` repeat; ``None`` when none does. A
+    model that is a baseline in disguise (an ensemble with all its weight on the
+    climatology, a model that holds long throughout) is then named as such."""
+    for name, other in baselines.items():
+        if (bars.median is not None and other.median is not None
+                and bars.median.shape == other.median.shape
+                and np.allclose(bars.median, other.median, rtol=1e-6, atol=1e-9)):
+            return name
+    # positions: the trading baselines first (a forecaster baseline that never trades would
+    # otherwise name a flat model after itself)
+    for name, other in sorted(baselines.items(), key=lambda kv: kv[1].median is not None):
+        if (bars.positions.shape == other.positions.shape
+                and np.array_equal(bars.positions, other.positions)):
+            return name
+    return None
 
 
 def dataset_version(pool: RowPool) -> str:
@@ -388,13 +416,21 @@ def walk_forward(
     bootstrap: int = 1000,
     seed: int = 0,
     on_fold: Callable[[Fold, TrainingData], None] | None = None,
+    references: Sequence[Candidate] | None = None,
 ) -> WalkForwardResult:
     """Score every candidate on the same folds; CIs at ``bonferroni_level(n_compared)``
-    (default: the number of candidates)."""
+    (default: the number of candidates). ``references`` (default: the trading baselines and
+    the climatology, which cost nothing to fit) are scored beside them only to say which
+    model equals a baseline on every test bar (``CandidateResult.equals``), also when that
+    baseline was scored in an earlier call and is not among ``candidates``."""
     folds = plan_folds(pool.dates, config)
     level = bonferroni_level(n_compared or len(candidates))
     bars_per_year = float(pool.meta["bars_per_year"])
     per: dict[str, list[tuple[FoldResult, ScoredBars]]] = {c.name: [] for c in candidates}
+    names = {c.name for c in candidates}
+    refs = [r for r in (default_references() if references is None else references)
+            if r.name not in names]
+    ref_bars: dict[str, list[ScoredBars]] = {r.name: [] for r in refs}
     for fold in folds:
         data = fold_data(pool, fold, config)
         if on_fold is not None:
@@ -408,9 +444,16 @@ def walk_forward(
             m = bar_metrics(sb, bars_per_year, level=level, bootstrap=bootstrap, seed=seed)
             m.update(sb.quantile_metrics)
             per[c.name].append((FoldResult(fold, m, int(ts.min()), int(ts.max())), sb))
+        for r in refs:
+            ref_bars[r.name].append(score_fold(r, data, fold, cost_multiplier=cost_multiplier,
+                                               threshold_k=threshold_k,
+                                               decision_horizon=decision_horizon, row_days=days))
     protocol = protocol_of(pool, folds, config, cost_multiplier=cost_multiplier, level=level,
                            bootstrap=bootstrap, decision_horizon=decision_horizon)
     results = {}
+    baselines = {**{n: ScoredBars.concat(b) for n, b in ref_bars.items()},
+                 **{c.name: ScoredBars.concat([sb for _, sb in per[c.name]]) for c in candidates
+                    if c.name.startswith(BASELINE_PREFIX)}}
     for c in candidates:
         pooled_bars = ScoredBars.concat([sb for _, sb in per[c.name]])
         pooled = bar_metrics(pooled_bars, bars_per_year, level=level, bootstrap=bootstrap,
@@ -420,6 +463,8 @@ def walk_forward(
             if vals:  # bars-weighted mean over folds
                 w = [fr.metrics["n_bars"] for fr, _ in per[c.name] if k in fr.metrics]
                 pooled[k] = float(np.average(vals, weights=w))
+        same = (None if c.name.startswith(BASELINE_PREFIX)
+                else equal_baseline(pooled_bars, baselines))
         results[c.name] = CandidateResult(c.name, c.kind, [fr for fr, _ in per[c.name]],
-                                          pooled, pooled_bars)
+                                          pooled, pooled_bars, same)
     return WalkForwardResult(protocol_hash(protocol), protocol, folds, results)

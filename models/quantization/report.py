@@ -142,10 +142,12 @@ def quantize_agent(
     from models.agents.trading_env import (
         evaluate_positions,
         policy_layout_config,
+        policy_state,
         prepare_market_data,
     )
 
-    market = prepare_market_data(data, split, policy_layout_config(policy))
+    state = policy_state(policy)  # the forecasters it observes stay fp32: only the policy varies
+    market = prepare_market_data(data, split, policy_layout_config(policy), state=state)
     rows_idx = market.rows
     if rows_idx.size == 0:
         raise ValueError(f"{model_name}: split {split!r} has no tradable rows")
@@ -203,7 +205,7 @@ def quantize_agent(
                 "feature_hash": data.meta.get("feature_hash"), "action_positions": [-1, 0, 1]}
 
     return _finish(model_name, "agent", variants, rows, batch_of(obs, 4), meta, out_dir, tolerance,
-                   export_formats)
+                   export_formats, extra_files=state.save if state is not None else None)
 
 
 def _finish(
@@ -216,6 +218,7 @@ def _finish(
     out_dir: str | os.PathLike[str],
     tolerance: Tolerance,
     export_formats: Sequence[str],
+    extra_files: Callable[[Path], Any] | None = None,
 ) -> QuantizationReport:
     """Export every accepted variant (an export failure un-accepts it, with the reason),
     then recommend among what could actually be deployed."""
@@ -229,7 +232,7 @@ def _finish(
             path = export_artifact(v.module.cpu(), tuple(x.cpu() for x in example),
                                    out_dir / f"{model_name}_{r['precision']}",
                                    metadata={**meta(r["precision"]), "evaluation": _scalars(r)},
-                                   formats=export_formats)
+                                   formats=export_formats, extra_files=extra_files)
         except Exception as exc:
             r["accepted"] = False
             r["reason"] += f"; export failed: {type(exc).__name__}: {str(exc)[:300]}"

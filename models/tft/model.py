@@ -54,6 +54,10 @@ none changes what the model can express in a way that matters here):
   fused ops, without module-call overhead and with the causal mask cached; batch-1
   latency is mostly per-op overhead. Hooked or quantized layers are still called as
   modules, so ``quantize_dynamic`` finds and swaps the same layers.
+* **The reference implementation's initialisation** (``models.tft.init``: Keras's
+  Glorot-uniform kernels, zero biases, orthogonal recurrent LSTM kernels, forget bias 1),
+  not PyTorch's layer defaults, under which the model did not learn the sign of returns
+  within a demo-sized budget.
 * **Non-crossing quantiles.** A base quantile plus cumulative softplus increments
   (``models.quantile``) instead of ``Q`` independent linear outputs.
 """
@@ -67,6 +71,7 @@ import torch
 from torch import nn
 
 from models.quantile import MonotoneQuantileHead
+from models.tft.init import reference_init
 from models.tft.layers import (  # noqa: F401  (re-exported: the building blocks' old home)
     CHUNK_ELEMENTS,
     GateAddNorm,
@@ -169,6 +174,7 @@ class TemporalFusionTransformer(nn.Module):
         self.output_gate = GateAddNorm(d, 0.0)
         self.head = MonotoneQuantileHead(d, len(c.quantiles))
         self._mask_cache: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
+        reference_init(self)
 
     def forward(self, static: torch.Tensor, observed: torch.Tensor, known: torch.Tensor
                 ) -> torch.Tensor:

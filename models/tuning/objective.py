@@ -63,14 +63,18 @@ def forecaster_trial(trial: optuna.Trial, family: str, data: TrainingData,
 
 
 def agent_trial(trial: optuna.Trial, family: str, data: TrainingData, params: dict[str, Any],
-                base: dict[str, Any], on_eval: Hook | None = None) -> float:
+                base: dict[str, Any], on_eval: Hook | None = None,
+                observed: tuple[dict[str, Any], dict[str, Any]] | None = None) -> float:
     """Final validation mean reward of ``family`` (dqn | ppo) trained with ``params`` over
-    the agent config fields ``base`` (``models.agents.train.DQNConfig`` / ``PPOConfig``)."""
+    the agent config fields ``base`` (``models.agents.train.DQNConfig`` / ``PPOConfig``),
+    observing ``observed`` = (forecasters, their training configs)."""
     from models.agents import train as agents
 
     cls, fit = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else \
         (agents.PPOConfig, agents.train_ppo)
     config = cls.from_dict({**base, **to_config_values(params)})
+    forecasters, train_configs = observed or (None, None)
     result = fit(data, config, on_eval=pruning_hook(trial, "mean_reward", "timesteps", on_eval),
-                 eval_split="validation")
+                 eval_split="validation", forecasters=forecasters,
+                 forecaster_train_configs=train_configs)
     return float(result.final_val_mean_reward)

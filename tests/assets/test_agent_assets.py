@@ -1,6 +1,7 @@
-"""dqn_agent as an asset on a dataset built from a features table: it registers a pyfunc
-model that acts on the table's rows, and shows how it behaves (action shares, position by
-hour) as an image on the asset page."""
+"""dqn_agent as an asset on a dataset built from a features table, deciding on the forecasts
+of the tft_model and mamba2_model materialized beside it: it registers a pyfunc model that
+acts on the table's rows (its forecasters travel with it), and shows how it behaves (action
+shares, position by hour) as an image on the asset page."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import polars as pl
 import pytest
 
 from assets.agents import dqn_agent
+from assets.training import mamba2_model, tft_model
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.serving.loaded import LoadedModel
 from resources.mlflow_tracking import MLflowResource
+from resources.pipes import build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 from tests.resources.pyfunc_fixtures import features_and_data, one_root
@@ -28,18 +31,24 @@ def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home
     table.mkdir(parents=True, exist_ok=True)
     features.write_parquet(table / "data.parquet")
     home = str(paths.home)
+    small = {"epochs": 1, "max_batches_per_epoch": 3, "hidden": 8, "batch_size": 32}
     res = dg.materialize(
-        [dqn_agent],
+        [tft_model, mamba2_model, dqn_agent],
         resources={"storage": FoxhuntStorage(home=home), "mlflow": MLflowResource(home=home),
-                   "torch_device": TorchDevice(prefer="cpu", threads=1)},
-        run_config={"ops": {"dqn_agent": {"config": {"total_timesteps": 300, "learning_starts": 50,
-                                                      "net_arch": [8], "eval_freq": 150}}}},
+                   "torch_device": TorchDevice(prefer="cpu", threads=1),
+                   "pipes_subprocess_client": build_pipes_subprocess_client()},
+        run_config={"ops": {
+            "tft_model": {"config": {**small, "heads": 2, "lstm_layers": 1, "var_width": 2}},
+            "mamba2_model": {"config": {**small, "n_layers": 1}},
+            "dqn_agent": {"config": {"total_timesteps": 300, "learning_starts": 50,
+                                     "net_arch": [8], "eval_freq": 150}}}},
     )
     assert res.success
     meta = res.asset_materializations_for_node("dqn_agent")[0].metadata
     assert meta["behaviour"].value.startswith("![dqn actions and mean position by hour](data:image/png;base64,")
     assert sum(meta["action_shares"].value.values()) == pytest.approx(1.0, abs=1e-3)
     assert meta["profile"].value == "fast"
+    assert meta["observes"].value == "foxhunt-tft v1, foxhunt-mamba2 v1"
     uri = meta["model_uri"].value
     assert uri == "models:/foxhunt-dqn/1"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", MLflowResource(home=home).resolved_uri())

@@ -14,6 +14,8 @@ from assets.registration import SERVING_FORMATS
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
 from foxhunt_pipeline.serving.actions import SERVING_META_FILE, serving_meta
 from models.agents.policy import PolicyNet, save_policy_net
+from models.agents.state import ForecastState
+from models.agents.trading_env import prepare_market_data
 from models.export import export_artifact, forecaster_metadata
 from models.registry import build_model
 from tests.serving.test_predict import _features
@@ -48,17 +50,56 @@ def forecaster_artifact(family: str, data, out: Path) -> Path:
                            formats=SERVING_FORMATS)
 
 
-def agent_dir(algo: str, data, out: Path) -> Path:
+def agent_dir(algo: str, data, out: Path, observation: str = "forecasts") -> Path:
+    """A DQN- / PPO-shaped policy as the agent assets save it: observing the forecasts of a
+    tiny TFT and Mamba-2 (saved beside it), or with ``observation="window"`` the raw window."""
     torch.manual_seed(2 if algo == "dqn" else 3)
-    channels = len(data.observed_names) + len(data.known_names)
-    env = {"lookback": LOOKBACK, "include_known": True, "obs_clip": 10.0, "session_gap_factor": 1.5}
-    net = PolicyNet({"lookback": LOOKBACK, "n_channels": channels, "kind": "mlp", "hidden": 8}, [8], "relu",
-                    algo=algo, meta={"env": env, "feature_hash": data.meta["feature_hash"]})
-    with torch.no_grad():  # a bias towards changing position, so all three actions occur
-        net.head[-1].weight.mul_(20.0)
+    state = None
+    if observation == "forecasts":
+        state = ForecastState.for_data({f: forecaster(f, data) for f in ("tft", "mamba2")}, data,
+                                       features=data.observed_names[:2])
+        lookback, channels = 1, state.layout.width
+        env = {"lookback": 1, "include_known": False, "obs_clip": 10.0, "session_gap_factor": 1.5}
+        extra = {"observation": "forecasts", "state_layout": state.layout.to_dict()}
+    else:
+        lookback, channels = LOOKBACK, len(data.observed_names) + len(data.known_names)
+        env = {"lookback": LOOKBACK, "include_known": True, "obs_clip": 10.0,
+               "session_gap_factor": 1.5}
+        extra = {"observation": "window"}
+    net = PolicyNet({"lookback": lookback, "n_channels": channels, "kind": "mlp", "hidden": 8}, [8],
+                    "relu", algo=algo,
+                    meta={"env": env, "feature_hash": data.meta["feature_hash"], **extra})
+    net.state = state
+    with torch.no_grad():
+        if state is None:  # a bias towards changing position, so all three actions occur
+            net.head[-1].weight.mul_(20.0)
+        else:  # long well above the feature's mean, short well below, flat near it
+            _follow_forecast(net, state, data)
     save_policy_net(net, out)
     (out / SERVING_META_FILE).write_text(json.dumps(serving_meta(data.meta)))
     return out
+
+
+def _follow_forecast(net: PolicyNet, state: ForecastState, data) -> None:
+    """Weights of a policy that follows the state's first feature (centred on its train mean;
+    an untrained forecaster's quantiles vary too little for int8 to keep its decisions): an
+    agent-like stand-in whose three actions all occur."""
+    col = state.names().index(f"feature:{state.layout.feature_names[0]}")
+    market = prepare_market_data(data, "train", state=state)
+    x = market.features[market.rows, col]
+    centre, scale = float(np.mean(x)), float(np.std(x)) + 1e-6
+    first, head = net.encoder.body[0], net.head
+    first.weight.zero_()
+    first.bias.zero_()
+    first.weight[0, col], first.bias[0] = 1 / scale, -centre / scale
+    first.weight[1, col], first.bias[1] = -1 / scale, centre / scale
+    for layer in head:
+        if isinstance(layer, torch.nn.Linear):
+            layer.weight.zero_()
+            layer.bias.zero_()
+    hidden, out = head[0], head[-1]
+    hidden.weight[0, 0], hidden.weight[1, 1] = 1.0, 1.0
+    out.weight[2, 0], out.weight[0, 1], out.bias[1] = 1.0, 1.0, 0.5
 
 
 def all_artifacts(data, root: Path) -> dict[str, Path]:

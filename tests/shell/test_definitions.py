@@ -51,7 +51,9 @@ def test_a_new_dataset_trains_the_tft_first():
     # leaving the block with the plan unfinished raises: only the order is wanted here
     with contextlib.suppress(DagsterInvariantViolationError), ActiveExecution(plan, RetryMode.DISABLED) as active:
         ready = [s.key for s in active.get_steps_to_execute()]
-    assert {"tft_model", "mamba2_model", "dqn_agent", "ppo_agent"} <= set(ready)
+    # the agents decide on the forecasters' forecasts: they wait for both
+    assert {"tft_model", "mamba2_model"} <= set(ready)
+    assert not {"dqn_agent", "ppo_agent"} & set(ready)
     assert ready[0] == "tft_model", ready
 
 
@@ -63,6 +65,9 @@ def test_dependencies_follow_the_architecture():
     if "features" in parents:
         assert parents["features"] == {"continuous_bars"}
         assert parents["training_dataset"] == {"features"}
+    for agent in ("dqn_agent", "ppo_agent"):
+        assert parents[agent] == {"training_dataset", "tft_model", "mamba2_model"}
+        assert {"tft_evaluation", "mamba2_evaluation"} <= parents[agent.replace("_agent", "_evaluation")]
 
 
 def test_dagster_definitions_validate_accepts_the_workspace():

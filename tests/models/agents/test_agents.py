@@ -38,7 +38,7 @@ def small_dqn(**kw) -> DQNConfig:
     base = dict(
         total_timesteps=2000, learning_rate=2e-3, learning_starts=200, train_freq=4,
         target_update_interval=100, exploration_fraction=0.3, buffer_size=5000, batch_size=32,
-        eval_freq=500, net_arch=[32], encoder_hidden=32, gamma=0.5, device="cpu",
+        eval_freq=500, net_arch=[32], encoder_hidden=32, gamma=0.5, device="cpu", observation="window",
     )
     return DQNConfig(**{**base, **kw})
 
@@ -47,6 +47,7 @@ def small_ppo(**kw) -> PPOConfig:
     base = dict(
         total_timesteps=2048, learning_rate=2e-3, n_envs=2, n_steps=256, batch_size=64,
         n_epochs=4, eval_freq=512, net_arch=[32], encoder_hidden=32, gamma=0.5, device="cpu",
+        observation="window",
     )
     return PPOConfig(**{**base, **kw})
 

@@ -30,7 +30,7 @@ def data():
 def _ppo(**kw) -> PPOConfig:
     return PPOConfig(**{**dict(total_timesteps=512, learning_rate=2e-3, n_envs=2, n_steps=128,
                                batch_size=64, n_epochs=2, eval_freq=0, net_arch=[16],
-                               encoder_hidden=16, gamma=0.5, device="cpu"), **kw})
+                               encoder_hidden=16, gamma=0.5, device="cpu", observation="window"), **kw})
 
 
 def _weights(result) -> dict[str, torch.Tensor]:
@@ -51,7 +51,7 @@ def test_subprocess_rollouts_learn_exactly_what_in_process_rollouts_learn(data):
 
 def test_dqn_steps_several_env_copies_in_worker_processes(data):
     cfg = DQNConfig(total_timesteps=400, learning_starts=100, buffer_size=2000, batch_size=32,
-                    eval_freq=0, net_arch=[16], encoder_hidden=16, device="cpu", n_envs=2,
+                    eval_freq=0, net_arch=[16], encoder_hidden=16, device="cpu", n_envs=2, observation="window",
                     vec_env="subproc")
     result = train_dqn(data, cfg)
     assert result.model.n_envs == 2 and result.model.num_timesteps >= 400

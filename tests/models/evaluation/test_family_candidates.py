@@ -6,7 +6,11 @@ import pytest
 
 from models.agents.train import DQNConfig
 from models.evaluation.candidates import trading_baselines
-from models.evaluation.family_candidates import agent_candidate, forecaster_candidate
+from models.evaluation.family_candidates import (
+    agent_candidate,
+    fold_forecaster,
+    forecaster_candidate,
+)
 from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
 from models.training.loop import TrainConfig
 from models.windows import DEFAULT_QUANTILES
@@ -21,14 +25,20 @@ def test_each_family_trains_per_fold_and_is_scored_on_the_baselines_bars():
                                    n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
                                    signal=0.4, segment_length=300, seed=5)
     pool = row_pool(data, lambda ts: np.asarray(ts) // SIX_HOURS)
-    dqn = agent_candidate("foxhunt-dqn", "dqn", DQNConfig(
-        total_timesteps=300, learning_starts=100, buffer_size=1000, batch_size=32, eval_freq=0,
-        net_arch=[8], encoder_hidden=8, device="cpu"))
     tft_config = {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8, "horizon": 2,
                   "quantiles": list(DEFAULT_QUANTILES), "hidden": 8, "heads": 1,
                   "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
-    tft = forecaster_candidate("foxhunt-tft", "tft", tft_config, TrainConfig(
-        epochs=1, batch_size=32, max_batches_per_epoch=3, max_val_batches=2))
+    tft_train = TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=3, max_val_batches=2)
+    seen = []  # the train splits the agent's forecaster was fitted on
+
+    def tft_of_fold(train):
+        seen.append(int(np.asarray(train.splits["train"].ts_event).max()))
+        return fold_forecaster("tft", tft_config, tft_train)(train)
+
+    dqn = agent_candidate("foxhunt-dqn", "dqn", DQNConfig(
+        total_timesteps=300, learning_starts=100, buffer_size=1000, batch_size=32, eval_freq=0,
+        net_arch=[8], encoder_hidden=8, device="cpu"), forecasters={"tft": tft_of_fold})
+    tft = forecaster_candidate("foxhunt-tft", "tft", tft_config, tft_train)
     res = walk_forward(pool, [dqn, tft, *trading_baselines(())],
                        WalkForwardConfig(folds=2, test_days=1), bootstrap=20)
     flat = [f.metrics["n_bars"] for f in res.candidates["baseline:flat"].folds]
@@ -38,6 +48,10 @@ def test_each_family_trains_per_fold_and_is_scored_on_the_baselines_bars():
         assert set(np.unique(r.bars.positions)) <= {-1.0, 0.0, 1.0}
     assert np.isnan(res.candidates["foxhunt-dqn"].pooled.get("ic", np.nan))  # no forecast
     assert np.isfinite(res.candidates["foxhunt-tft"].pooled["pinball_mean"])
+    # the agent observed a forecaster trained on each fold's train split, before its test
+    assert len(seen) == 2
+    for fold, last_train in zip(res.folds, seen, strict=True):
+        assert last_train < res.candidates["foxhunt-dqn"].folds[fold.number - 1].test_start_ns
 
 
 def test_the_ensemble_refits_its_weights_on_each_folds_validation_split():

@@ -194,3 +194,22 @@ def test_a_comparison_that_cannot_be_made_is_refused_with_its_reason():
                           refused={"tft": why})
     assert not ds["tft"].promote and ds["tft"].reason.startswith("comparison refused:")
     assert ds[OVERALL].promote  # other scopes still decide
+
+
+def test_a_model_that_equals_a_baseline_is_shown_as_such_and_never_promoted():
+    copy = row("foxhunt-ensemble", 0.9, family="ensemble", equals="baseline:climatology")
+    real = row("foxhunt-tft", 0.6)
+    d = choose_champion([copy, real], "sharpe", True, None, BASELINES)
+    assert d.promote and d.winner["model"] == "foxhunt-tft"
+    assert "foxhunt-ensemble v1 = baseline:climatology" in d.reason
+    alone = choose_champion([copy], "sharpe", True, None, BASELINES)
+    assert not alone.promote and "= baseline:climatology" in alone.reason
+    md = leaderboard_markdown([copy, real], "sharpe")
+    assert "| foxhunt-ensemble (= baseline:climatology) | ensemble |" in md
+
+
+def test_an_ensemble_with_all_weight_on_one_member_is_that_member():
+    from models.ensemble.weights import sole_member
+
+    assert sole_member({"tft": 0.0, "mamba2": 0.0, "climatology": 1.0}) == "climatology"
+    assert sole_member({"tft": 0.4, "mamba2": 0.6}) is None

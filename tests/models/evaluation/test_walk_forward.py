@@ -235,3 +235,26 @@ def test_a_partial_last_session_joins_the_previous_date():
     per_row = ["d1"] * 100 + ["d2"] * 100 + ["d3"] * 100 + ["d4"] * 100 + ["d5"] * 20
     folds = plan_folds(per_row, WalkForwardConfig(folds=2, test_days=1))
     assert folds[-1].test_dates == ("d4", "d5") and folds[0].test_dates == ("d3",)
+
+
+def test_a_model_that_repeats_a_baseline_is_named_after_it(signal_pool):
+    """Always long is buy-and-hold, a forecaster returning the train climatology is the
+    climatology; both are found even when those baselines are not among the candidates (an
+    evaluation that reuses baselines scored earlier). A model of its own equals nothing."""
+    from models.evaluation.baselines import climatology_forecast, climatology_quantiles
+
+    def always_long(_train):
+        return lambda d: np.ones(d.splits["test"].n_windows)
+
+    def climatology_in_disguise(train):
+        clim = climatology_quantiles(train, list(train.meta["quantiles"]))
+        return lambda d: climatology_forecast(clim, d.splits["test"].n_windows)
+
+    res = walk_forward(signal_pool, [Candidate("foxhunt-long", "positions", always_long),
+                                     Candidate("foxhunt-ensemble", "forecaster",
+                                               climatology_in_disguise),
+                                     signal_forecaster()], CFG, bootstrap=20)
+    assert res.candidates["foxhunt-long"].equals == "baseline:buy_and_hold"
+    assert res.candidates["foxhunt-ensemble"].equals == "baseline:climatology"
+    assert res.candidates["foxhunt-signal"].equals is None
+    assert set(res.candidates) == {"foxhunt-long", "foxhunt-ensemble", "foxhunt-signal"}

@@ -103,3 +103,32 @@ def test_every_family_has_a_space_with_config_field_names():
 
 def test_redact_hides_the_database_password():
     assert "secret" not in redact("postgresql://foxhunt:secret@db:5432/optuna")
+
+
+def test_an_agent_trial_observes_the_forecasters_it_is_given(tmp_path):
+    """A DQN trial trains on the forecasters' state (a compact observation, not the window),
+    like the agent asset, and reports its validation reward to the study."""
+    import torch
+
+    from models.registry import build_model
+    from models.tuning.objective import agent_trial
+    from models.windows import DEFAULT_QUANTILES
+    from tests.model_data import synthetic_training_data
+
+    data = synthetic_training_data(n_rows={"train": 600, "validation": 200, "test": 200},
+                                   n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
+                                   segment_length=200, seed=2)
+    torch.manual_seed(0)
+    tft = build_model("tft", {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8,
+                              "horizon": 2, "quantiles": list(DEFAULT_QUANTILES), "hidden": 8,
+                              "heads": 1, "lstm_layers": 1, "var_width": 2})
+    seen = []
+    study = open_study(_url(tmp_path), "dqn-observes", "dqn", seed=0)
+    base = {"total_timesteps": 200, "learning_starts": 50, "eval_freq": 100, "net_arch": [8],
+            "encoder_hidden": 8, "device": "cpu"}
+    study.optimize(lambda trial: agent_trial(trial, "dqn", data, {}, base, on_eval=seen.append,
+                                             observed=({"tft": tft}, {})), n_trials=1)
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
+    assert [p["timesteps"] for p in seen] == [100, 200]
+    with pytest.raises(ValueError, match="forecasters"):  # the agent needs what it observes
+        agent_trial(study.ask(), "dqn", data, {}, base)
