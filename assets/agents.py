@@ -118,6 +118,16 @@ def current_forecasters(storage: FoxhuntStorage, data, device, log) -> tuple[dic
     return models, train_configs, sources
 
 
+def curve_markdown(curve: list[dict]) -> str:
+    """The validation backtests during training: reward, Sharpe per bar and trades by step."""
+    lines = ["| steps | mean reward / bar | Sharpe / bar | trades | exposure |",
+             "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {int(p['timesteps'])} | {p.get('mean_reward', float('nan')):.3g} | "
+              f"{p.get('sharpe_per_bar', float('nan')):.3f} | {int(p.get('trades', 0))} | "
+              f"{p.get('mean_abs_position', float('nan')):.2f} |" for p in curve]
+    return "\n".join(lines)
+
+
 def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: AgentTrainingConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
@@ -176,6 +186,9 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         metadata={
             "final_val_mean_reward": float(result.final_val_mean_reward),
             "timesteps": dg.MetadataValue.int(int(agent_cfg.total_timesteps)),
+            "episodes": dg.MetadataValue.int(result.episodes),
+            "val_trades": dg.MetadataValue.int(int(result.final_validation.get("trades", 0))),
+            "validation_curve": dg.MetadataValue.md(curve_markdown(result.curve)),
             "training_seconds": round(float(result.train_seconds), 2),
             "device": choice.name,
             "hyperparameters_from": source,

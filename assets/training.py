@@ -49,7 +49,7 @@ def _training_fields(section: str) -> type[dg.Config]:
         learning_rate: float = sized(section, "learning_rate", TrainConfig.lr,
                                      "AdamW peak learning rate (TrainConfig.lr).")
         weight_decay: float = delegated(TrainConfig, "weight_decay",
-                                        "AdamW decoupled weight decay.")
+                                        "AdamW decoupled weight decay.", section=section)
         grad_clip: float = delegated(TrainConfig, "grad_clip",
                                      "Gradient L2-norm clipping threshold.")
         patience: int = delegated(TrainConfig, "patience", "Epochs without validation "

@@ -204,6 +204,7 @@ class AgentResult:
     final_val_mean_reward: float  # mean net log return per bar on validation, last backtest
     final_validation: dict[str, float]
     config: _AgentConfig
+    episodes: int = 0  # training episodes completed (the Monitor of every env copy)
 
 
 class ValidationCallback(BaseCallback):
@@ -326,6 +327,7 @@ def _learn(
     t0 = time.perf_counter()
     try:
         model.learn(total_timesteps=config.total_timesteps, callback=callback, progress_bar=False)
+        episodes = sum(len(r) for r in model.get_env().env_method("get_episode_rewards"))
     finally:
         if isinstance(model.get_env(), SubprocVecEnv):
             model.get_env().close()  # the policy no longer needs its rollout workers
@@ -339,6 +341,7 @@ def _learn(
         final_val_mean_reward=float(final["mean_reward"]),
         final_validation=final,
         config=config,
+        episodes=int(episodes),
     )
 
 

@@ -49,6 +49,10 @@ def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home
     assert sum(meta["action_shares"].value.values()) == pytest.approx(1.0, abs=1e-3)
     assert meta["profile"].value == "fast"
     assert meta["observes"].value == "foxhunt-tft v1, foxhunt-mamba2 v1"
+    assert meta["episodes"].value >= 1
+    curve = meta["validation_curve"].value.splitlines()
+    # a validation backtest at least every 10% of the steps
+    assert [line.split("|")[1].strip() for line in curve[2:]] == [str(30 * k) for k in range(1, 11)]
     uri = meta["model_uri"].value
     assert uri == "models:/foxhunt-dqn/1"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", MLflowResource(home=home).resolved_uri())
