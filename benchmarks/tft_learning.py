@@ -17,7 +17,7 @@ spread (sd over windows) of the median forecast beside the target's. Side by sid
 * LightGBM (the demo profile's baseline) and the climatology on the same test windows.
 
     nice python benchmarks/tft_learning.py [--seed 7] [--fold 1] [--epochs 4,12]
-        [--lr 0.002] [--pf-python /tmp/pfvenv/bin/python]
+        [--lr 0.002] [--pf-python /tmp/pfvenv/bin/python] [--pf-epochs 4]
 
 Prints one table per side and epoch count. Nothing is asserted.
 """
@@ -232,6 +232,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--pf-python", default=None, help="a Python with pytorch-forecasting")
+    ap.add_argument("--pf-epochs", default=None, help="epochs for its side (default: --epochs; "
+                    "it runs ~15x slower than ours on a CPU)")
     ap.add_argument("--pf-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -263,7 +265,7 @@ def main() -> None:
                 print(report(f"{name}, {n} epochs", run(n)), flush=True)
         if args.pf_python:
             out = subprocess.run([args.pf_python, __file__, "--pf-child", str(Path(tmp) / "fold"),
-                                  "--epochs", args.epochs, "--lr", str(args.lr),
+                                  "--epochs", args.pf_epochs or args.epochs, "--lr", str(args.lr),
                                   "--weight-decay", str(args.weight_decay)],
                                  capture_output=True, text=True, env={"PYTHONPATH": str(ROOT),
                                                                       "PATH": "/usr/bin:/bin"})
