@@ -3,6 +3,7 @@ know (``models.agents.state``: the current tft_model's and mamba2_model's quanti
 features and the cost), on the ``gpu`` pool like the forecasters, requested once the dataset
 and the forecasters they observe are new."""
 
+import math
 import time
 
 import dagster as dg
@@ -108,6 +109,11 @@ def current_forecasters(storage: FoxhuntStorage, data, device, log) -> tuple[dic
         except CheckpointMismatchError as e:
             raise dg.Failure(f"the current {family} model was trained on other features than "
                              f"the dataset: materialize {family}_model first ({e})") from e
+        if not math.isclose(float(meta.get("target_scale", data.target_scale)),
+                            data.target_scale, rel_tol=1e-9):
+            # its quantiles are in another dataset version's units: the state would mix them
+            raise dg.Failure(f"the current {family} model was trained on another version of "
+                             f"the dataset: materialize {family}_model first")
         models[family] = model
         train_configs[family] = meta.get("train_config", {})
         sources[family] = {"registered_model": pointer["registered_model"],
