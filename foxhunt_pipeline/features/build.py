@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from dataclasses import dataclass
+from datetime import date
 
 import polars as pl
 
@@ -149,7 +151,21 @@ def _segment_features(seg: pl.DataFrame, cfg: FeatureConfig) -> pl.DataFrame:
     )
 
 
-def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.DataFrame | None:
+@dataclass(frozen=True)
+class ShortStretch:
+    """A stretch (a contract's bars with no missing session) too short for the warm-up: it
+    gives no features row."""
+
+    root: str
+    symbol: str
+    first: date
+    last: date
+    bars: int  # on the grid
+
+
+def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig,
+                   short: list[ShortStretch] | None = None) -> pl.DataFrame | None:
+    """One root's features; the stretches shorter than the warm-up are appended to ``short``."""
     grid = (
         regular_grid(bars, cfg.bar_seconds)
         if cfg.fill_grid
@@ -162,11 +178,13 @@ def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.Data
     )
     grid = grid.join(stretch_numbers(grid), on=["root", "_td"], how="left", maintain_order="left")
     grid = grid.with_columns(_cpos=pl.int_range(pl.len(), dtype=pl.Int64).over("contract_seq"))
-    parts = [
-        _segment_features(stretch.drop("_stretch"), cfg)
-        for stretch in grid.partition_by("contract_seq", "_stretch", maintain_order=True)
-        if stretch.height > cfg.warmup_bars
-    ]
+    parts = []
+    for stretch in grid.partition_by("contract_seq", "_stretch", maintain_order=True):
+        if stretch.height > cfg.warmup_bars:
+            parts.append(_segment_features(stretch.drop("_stretch"), cfg))
+        elif short is not None:
+            short.append(ShortStretch(root, stretch["symbol"][0], stretch["_td"].min(),
+                                      stretch["_td"].max(), stretch.height))
     del grid
     if not parts:
         return None

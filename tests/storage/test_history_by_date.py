@@ -202,5 +202,5 @@ def test_a_range_cut_out_of_a_segment_passes_the_contract_and_changes_nothing(la
     rows = by_date.build_dates(root, days[0], days[0],
                                validate=lambda f: results.append(validate_features(f)) or results[-1].passed)
     assert results and all(r.passed for r in results), [r.message for r in results]
-    assert set(rows) == {days[0]}
+    assert set(rows.rows) == {days[0]}
     assert _table(root, "features").equals(before)
