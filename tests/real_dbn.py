@@ -5,6 +5,7 @@ lands exactly the problem it is about on real prices, volumes and instruments.""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,17 +34,18 @@ def real_records(name: str = JULY) -> tuple[np.ndarray, db.DBNStore]:
 
 
 def write_real(path: Path, name: str = JULY, *, shift_days: int = 0, records: np.ndarray | None = None,
-               end_ns: int | None = None) -> Path:
+               end_ns: int | None = None, extra: Sequence[Mapping] = ()) -> Path:
     """``name``'s real records (or ``records``, e.g. a cut or altered copy of them) moved
-    ``shift_days`` later, with the header's range and symbol mappings moved alike."""
+    ``shift_days`` later, with the header's range and symbol mappings moved alike; ``extra``
+    mappings are added as given (an instrument the records were relabelled to)."""
     recs, store = real_records(name)
     recs = (recs if records is None else records).copy()
-    shift = np.uint64(shift_days * NS_PER_DAY)
-    recs["ts_event"] += shift
+    shift = shift_days * NS_PER_DAY
+    recs["ts_event"] = (recs["ts_event"].astype(np.int64) + shift).astype(np.uint64)
     meta = store.metadata
     days = timedelta(days=shift_days)
     mappings = [Mapping(raw, int(iv["symbol"]), iv["start_date"] + days, iv["end_date"] + days)
-                for raw, ivs in meta.mappings.items() for iv in ivs]
-    end = meta.end + int(shift) if end_ns is None else end_ns
-    return generate_file(path, recs, schema=str(meta.schema), start=meta.start + int(shift), end=end,
+                for raw, ivs in meta.mappings.items() for iv in ivs] + list(extra)
+    end = meta.end + shift if end_ns is None else end_ns
+    return generate_file(path, recs, schema=str(meta.schema), start=meta.start + shift, end=end,
                          symbols=list(meta.symbols), mappings=mappings, stype_in=str(meta.stype_in))

@@ -294,7 +294,9 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
     said = run_warnings(result)
     extra = f"; failed checks: {', '.join(c.check_name for c in failed_checks)}" if failed_checks else ""
     extra += f"; warnings: {', '.join(c.check_name for c in warnings)}" if warnings else ""
-    extra += "".join(f"\n    {_check_line(c)}" for c in (failed_checks + warnings)[:5])
+    checked = [_check_line(c) for c in (failed_checks + warnings)[:5]]
+    extra += "".join(f"\n    {line}" for line in checked)
+    said = [w for w in said if not any(" ".join(w.split())[:200] in line for line in checked)]
     if not result.success:
         errs = [
             f"{e.step_key}: {project_error(e.event_specific_data.error)}"

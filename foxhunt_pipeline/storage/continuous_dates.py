@@ -268,33 +268,33 @@ THIN_FRONT_SHARE = 0.1
 
 def thin_fronts(daily: pl.DataFrame, fronts: pl.DataFrame, first: date, last: date,
                 share: float = THIN_FRONT_SHARE) -> list[tuple[date, str]]:
-    """(first date, warning) for each segment trading in [first, last] whose front held less
-    than ``share`` of its root's volume over the segment's dates: the roll chose (or kept) a
-    contract nearly nobody traded, whose bars are then the series."""
+    """(first date, warning) for each front that held less than ``share`` of its root's
+    volume on dates in [first, last]: the roll chose (or kept) a contract nearly nobody
+    traded, whose bars are then the series. One warning per segment, over its thin dates."""
     if fronts.is_empty():
         return []
-    seg = fronts.filter(pl.col("day").is_between(first, last)).select("root", "contract_seq").unique()
-    days = fronts.join(seg, on=["root", "contract_seq"], how="semi")
+    days = fronts.filter(pl.col("day").is_between(first, last))
     total = daily.group_by("root", "day").agg(pl.col("volume").sum().alias("total"))
-    front = daily.join(days, on=["root", "day", "symbol"], how="inner")
-    busiest = (daily.join(days.select("root", "day", "contract_seq"), on=["root", "day"])
-               .group_by("root", "contract_seq", "symbol").agg(pl.col("volume").sum())
-               .sort("volume", descending=True).group_by("root", "contract_seq", maintain_order=True)
-               .first().rename({"symbol": "busiest", "volume": "busiest_volume"}))
-    out = (front.join(total, on=["root", "day"])
-           .group_by("root", "contract_seq", "symbol")
-           .agg(pl.col("day").min().alias("first"), pl.col("day").max().alias("last"),
-                pl.col("volume").sum(), pl.col("total").sum())
-           .join(busiest, on=["root", "contract_seq"])
-           .filter(pl.col("volume").cast(pl.Float64) < share * pl.col("total").cast(pl.Float64))
-           .sort("root", "first"))
-    return [(max(r["first"], first),
-             f"continuous_bars {r['first']} .. {r['last']}: {r['root']} front {r['symbol']} traded "
-             f"{int(r['volume']):,} lots, {100 * int(r['volume']) / max(int(r['total']), 1):.1f}% of "
-             f"{r['root']}'s volume on those dates ({r['busiest']}: {int(r['busiest_volume']):,}): a thin "
-             f"contract is the series there (a root's first front is the nearest expiry; a roll moves "
-             f"the session after a busier contract trades)")
-            for r in out.iter_rows(named=True)]
+    busiest = (daily.join(days.select("root", "day", "symbol"), on=["root", "day"], suffix="_front")
+               .filter(pl.col("symbol") != pl.col("symbol_front"))
+               .sort("volume", descending=True).group_by("root", "day", maintain_order=True).first()
+               .select("root", "day", pl.col("symbol").alias("busiest"), pl.col("volume").alias("busiest_volume")))
+    thin = (days.join(daily, on=["root", "day", "symbol"], how="left")
+            .join(total, on=["root", "day"], how="left")
+            .with_columns(pl.col("volume", "total").fill_null(0))
+            .filter(pl.col("volume").cast(pl.Float64) < share * pl.col("total").cast(pl.Float64))
+            .join(busiest, on=["root", "day"], how="left"))
+    out = []
+    for (root, _seq), g in thin.sort("day").group_by("root", "contract_seq", maintain_order=True):
+        vol, tot = int(g["volume"].sum()), max(int(g["total"].sum()), 1)
+        top = g.sort("busiest_volume", descending=True, nulls_last=True).row(0, named=True)
+        lo, hi = g["day"].min(), g["day"].max()
+        out.append((lo, f"continuous_bars {lo} .. {hi}: {root} front {g['symbol'][0]} traded {vol:,} lots "
+                        f"on {g.height} date(s), {100 * vol / tot:.1f}% of {root}'s volume there "
+                        f"({top['busiest']}: {int(top['busiest_volume'] or 0):,} on {top['day']}): a thin "
+                        "contract is the series there (a root's first front is the nearest expiry; a "
+                        "roll moves the session after a busier contract trades)"))
+    return out
 
 
 def stale_dates(root: UPath) -> list[date]:
