@@ -70,9 +70,10 @@ def materialize_selection(
 ) -> bool:
     """Ingests the selected landed files in runs of up to ``INGEST_BATCH`` consecutive files
     (``ingest_batches``; a failing batch again one file per run), then the selected
-    trade-date partitioned assets over one range of dates in one run (``dated_range``), then
-    the rest of the selection in one run (with ``run_config``). Returns False if any step or
-    blocking check failed."""
+    trade-date partitioned assets in one run per cluster of dates with data (``dated_ranges``),
+    then the stored dates late data left stale, then the rest of the selection in one run
+    (with ``run_config``), printing the leaderboard when that run built it. Each run's line is
+    followed by its warnings. Returns False if any step or blocking check failed."""
     import dagster as dg
 
     from foxhunt_pipeline.automation import RANGE_END, RANGE_START
@@ -146,7 +147,9 @@ def materialize_selection(
 
         spans = dated_ranges(instance, paths, dated, todo, all_partitions=all_partitions,
                              date_from=date_from, date_to=date_to)
-        if not spans:
+        if not spans and (date_from or date_to):
+            echo(f"{names}: no trade date with data in {date_from or 'start'} .. {date_to or 'end'}")
+        elif not spans:
             echo(f"{names}: every trade date is up to date")
         else:
             ok &= run_spans(spans)
