@@ -71,7 +71,7 @@ def test_failed_blocking_check_stops_the_flow_downstream():
 
 
 def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(foxhunt_home):
-    from datetime import datetime
+    from datetime import date, datetime
 
     import polars as pl
 
@@ -95,3 +95,10 @@ def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(fo
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2024-01-03", "2024-01-05")
         assert cursor > 0
         assert history_run_requests(instance, storage, cursor) == ([], cursor)  # once per burst
+        # late data left stored dates stale: the sensor rebuilds them without a new file
+        from foxhunt_pipeline.storage import continuous_dates
+
+        continuous_dates._write_stale(storage.warehouse_root, {date(2024, 1, 4)})
+        (stale,), same = history_run_requests(instance, storage, cursor)
+        assert (stale.tags[RANGE_START], stale.tags[RANGE_END]) == ("2024-01-04", "2024-01-04")
+        assert same == cursor
