@@ -28,7 +28,7 @@ from upath import UPath
 
 from foxhunt_pipeline.contracts import plausibility
 from foxhunt_pipeline.contracts.tables import RAW_BARS_POLARS_SCHEMA
-from foxhunt_pipeline.instruments import rolls
+from foxhunt_pipeline.instruments import front_volume, rolls
 from foxhunt_pipeline.storage import object_store, trade_dates
 
 TABLE = "continuous_bars"
@@ -211,7 +211,7 @@ def build_dates(
     _write_stale(root, (set(stale_dates(root)) | set(build.stale)) - set(days))
     object_store.write_parquet(fronts, state_path(root, "fronts"))
     if days:
-        build.notes += [(day, text) for day, text in thin_fronts(daily, fronts, days[0], days[-1])]
+        build.notes += front_volume.thin_fronts(daily, fronts, days[0], days[-1])
     have = set(index["trade_date"].to_list())
     previous = _stored_before(root, days[0]) if days else None
     for day in days:
@@ -260,41 +260,6 @@ def jump_message(root: UPath, index: pl.DataFrame, day: date, jumps: pl.DataFram
     return (f"continuous_bars {day}: not stored, likely bad print(s) beyond {multiple:g}x the recent "
             f"range: {'; '.join(bars)}{more}. The previous version of {day} stays; land a corrected "
             f"file, or raise price_jump_multiple in the run config if the move is real")
-
-
-#: a front holding less than this share of its root's volume on its dates is reported
-THIN_FRONT_SHARE = 0.1
-
-
-def thin_fronts(daily: pl.DataFrame, fronts: pl.DataFrame, first: date, last: date,
-                share: float = THIN_FRONT_SHARE) -> list[tuple[date, str]]:
-    """(first date, warning) for each front that held less than ``share`` of its root's
-    volume on dates in [first, last]: the roll chose (or kept) a contract nearly nobody
-    traded, whose bars are then the series. One warning per segment, over its thin dates."""
-    if fronts.is_empty():
-        return []
-    days = fronts.filter(pl.col("day").is_between(first, last))
-    total = daily.group_by("root", "day").agg(pl.col("volume").sum().alias("total"))
-    busiest = (daily.join(days.select("root", "day", "symbol"), on=["root", "day"], suffix="_front")
-               .filter(pl.col("symbol") != pl.col("symbol_front"))
-               .sort("volume", descending=True).group_by("root", "day", maintain_order=True).first()
-               .select("root", "day", pl.col("symbol").alias("busiest"), pl.col("volume").alias("busiest_volume")))
-    thin = (days.join(daily, on=["root", "day", "symbol"], how="left")
-            .join(total, on=["root", "day"], how="left")
-            .with_columns(pl.col("volume", "total").fill_null(0))
-            .filter(pl.col("volume").cast(pl.Float64) < share * pl.col("total").cast(pl.Float64))
-            .join(busiest, on=["root", "day"], how="left"))
-    out = []
-    for (root, _seq), g in thin.sort("day").group_by("root", "contract_seq", maintain_order=True):
-        vol, tot = int(g["volume"].sum()), max(int(g["total"].sum()), 1)
-        top = g.sort("busiest_volume", descending=True, nulls_last=True).row(0, named=True)
-        lo, hi = g["day"].min(), g["day"].max()
-        out.append((lo, f"continuous_bars {lo} .. {hi}: {root} front {g['symbol'][0]} traded {vol:,} lots "
-                        f"on {g.height} date(s), {100 * vol / tot:.1f}% of {root}'s volume there "
-                        f"({top['busiest']}: {int(top['busiest_volume'] or 0):,} on {top['day']}): a thin "
-                        "contract is the series there (a root's first front is the nearest expiry; a "
-                        "roll moves the session after a busier contract trades)"))
-    return out
 
 
 def stale_dates(root: UPath) -> list[date]:
@@ -361,5 +326,4 @@ def all_dates(root: UPath) -> list[date]:
 
 
 __all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars", "day_conflicts",
-           "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "thin_fronts",
-           "touched_dates"]
+           "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "touched_dates"]
