@@ -251,6 +251,15 @@ def partition_dates(key: str) -> tuple[date, date]:
     return day, day + timedelta(days=2 if day.weekday() == 4 else 0)
 
 
+def _of_dates(rows: pl.DataFrame, lo: date, hi: date) -> pl.DataFrame:
+    """The rows (with ``ts_event``) whose CME trade date is in [lo, hi]."""
+    from foxhunt_pipeline.instruments.rolls import trade_date
+
+    if rows.is_empty() or "ts_event" not in rows.columns:
+        return rows
+    return rows.filter(trade_date(pl.col("ts_event")).is_between(lo, hi))
+
+
 def _partition_metadata(context, build, key: str, path) -> dict:
     """One trade-date partition's own metadata: its rows, rolls, duplicates, jumps and
     warnings, not the run's totals."""
@@ -267,6 +276,8 @@ def _partition_metadata(context, build, key: str, path) -> dict:
         "blocked_dates": ", ".join(str(d) for d in build.blocked if lo <= d <= hi),
         "conflicting_duplicates": dg.MetadataValue.int(sum(n for d, n in build.day_conflicts.items()
                                                            if lo <= d <= hi)),
+        "first_conflicting_duplicates": dg.MetadataValue.md(markdown_table(
+            _of_dates(build.first_conflicts, lo, hi), 20)),
         "path": dg.MetadataValue.path(str(path)),
         **report_warnings(context, build.warnings_of(lo, hi)),
     }
