@@ -114,6 +114,18 @@ def _fmt(v: object) -> str:
     return str(v).replace("|", "\\|")
 
 
+#: metadata key of the warnings a person should read (a JSON list of lines); ``foxhunt
+#: materialize`` prints them under the run's summary line
+WARNINGS = "warnings"
+
+
+def report_warnings(context, lines: list[str]) -> dict:
+    """Log each warning and return the metadata entry holding them (empty when none)."""
+    for line in lines:
+        context.log.warning(line)
+    return {WARNINGS: dg.MetadataValue.json(list(lines))} if lines else {}
+
+
 def check_result(name: str, result) -> dg.AssetCheckResult:
     """A blocking check's verdict with how many rows failed and the first failures as a table."""
     return dg.AssetCheckResult(

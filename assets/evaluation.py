@@ -14,7 +14,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, report_warnings
 from assets.config_fields import sized
 from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline.features.grid import trade_dates
@@ -369,6 +369,9 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
                                             checkpoint),
                               scored=lambda protocol: scored_baselines(storage, protocol),
                               cache_dir=storage.scratch / "cache" / "fold_models")
+    from foxhunt_pipeline.features.coverage import fold_warnings
+
+    said = report_warnings(context, fold_warnings(result.folds, data.meta["roots"]))  # holes in folds
     figures = {**report.plots, "walk_forward_equity": walk_forward_chart(family, result, out_dir)}
     running = {k: v for k, v in report.metrics.items()
                if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",
@@ -408,6 +411,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
             "production_model_test_split": dg.MetadataValue.md(report.markdown),
             "plots": dg.MetadataValue.md(_png_markdown(figures)),
             "mlflow_run_id": pointer["mlflow_run_id"],
+            **said,
         }
     )
 

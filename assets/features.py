@@ -4,9 +4,16 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.common import EAGER_OVER_HISTORY, OWNERS, check_result, code_version_of, markdown_table
+from assets.common import (
+    EAGER_OVER_HISTORY,
+    OWNERS,
+    check_result,
+    code_version_of,
+    markdown_table,
+    report_warnings,
+)
 from assets.config_fields import sized
-from assets.ingestion import _passed, continuous_bars, trade_dates, window_dates
+from assets.ingestion import _passed, continuous_bars, partition_dates, trade_dates, window_dates
 from resources.storage import FoxhuntStorage
 
 FEATURES_CHECK = "features_contract"
@@ -96,20 +103,26 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
         return result.passed
 
     first, last = window_dates(context)
-    rows = by_date.build_dates(root, first, last, cfg, validate=passes)
+    build = by_date.build_dates(root, first, last, cfg, validate=passes)
     object_store.refresh_duckdb_views(storage.duckdb_path, root)
     if failed:
         context.log.error(f"features contract failed: {failed[0].message}; previous version kept")
     groups = {p: sum(c.startswith(p) for c in columns) for p in ("f_", "k_", "s_", "y_")}
+    for key in context.partition_keys:  # each partition's own numbers (a range runs as one run)
+        lo, hi = partition_dates(key)
+        mine = [n for d, n in build.rows.items() if lo <= d <= hi]
+        context.add_asset_metadata({
+            "rows": dg.MetadataValue.int(sum(mine)),
+            "dates": dg.MetadataValue.int(len(mine)),
+            "path": dg.MetadataValue.path(str(stored.date_dir(root, "features", lo))),
+            **report_warnings(context, build.warnings_of(lo, hi)),
+        }, partition_key=key)
     yield dg.MaterializeResult(
         metadata={
-            "rows": dg.MetadataValue.int(sum(rows.values())),
-            "dates": dg.MetadataValue.int(len(rows)),
             "observed_features": dg.MetadataValue.int(groups["f_"]),
             "known_inputs": dg.MetadataValue.int(groups["k_"]),
             "static_inputs": dg.MetadataValue.int(groups["s_"]),
             "targets": dg.MetadataValue.int(groups["y_"]),
-            "path": dg.MetadataValue.path(stored.table_glob(root, "features")),
         }
     )
     yield check_result(FEATURES_CHECK, failed[0] if failed else _passed())
@@ -134,6 +147,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     "matrix per split plus window start indices.",
 )
 def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
+    from foxhunt_pipeline.features.coverage import dataset_warnings
     from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
     from foxhunt_pipeline.features.dataset import build_training_dataset
     from foxhunt_pipeline.features.finite import describe, nonfinite_columns
@@ -167,6 +181,7 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
     else:
         path = dataset_store.save(data, storage.warehouse_root, storage.run_scratch)
     splits = data.meta["splits"]
+    said = report_warnings(context, dataset_warnings(data))
     table = pl.DataFrame(
         [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]
     )
@@ -182,6 +197,7 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
             "feature_hash": data.meta["feature_hash"],
             "stored_mb": round(sum(s.nbytes() for s in data.splits.values()) / 1e6, 2),
             "path": dg.MetadataValue.path(str(path)),
+            **said,
         }
     )
     yield dg.AssetCheckResult(

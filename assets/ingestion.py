@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.common import OWNERS, check_result, code_version_of, markdown_table
+from assets.common import OWNERS, check_result, code_version_of, markdown_table, report_warnings
 from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
 from resources.storage import FoxhuntStorage
 
@@ -39,7 +39,8 @@ PRICE_JUMP_CHECK = "continuous_bars_price_jumps"
 
 
 class ContinuousBarsConfig(dg.Config):
-    """Thresholds of the non-blocking price-jump warning (see contracts.plausibility)."""
+    """Thresholds of the price-jump check (see contracts.plausibility); a multiple of 0 turns
+    it off."""
 
     price_jump_multiple: float = DEFAULT_JUMP_MULTIPLE
     price_jump_window: int = DEFAULT_JUMP_WINDOW
@@ -103,22 +104,20 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
     # fails, after every other file of the range was ingested (foxhunt materialize then runs
     # the range's files one by one, so each gets its own result).
     failed: list[str] = []
-    rows = 0
     for key in keys:
         try:
             metadata, result = _ingest(context, storage, key)
         except dg.Failure as e:
             failed.append(f"{key}: {e.description}")
             continue
-        rows += metadata["rows"].value
+        context.add_asset_metadata(metadata, partition_key=key)  # each file its own numbers
         if not result.passed:
             failed.append(f"{key}: contract failed ({result.message})")
     object_store.refresh_duckdb_views(storage.duckdb_path, storage.warehouse_root)
     if failed:
         raise dg.Failure(description=f"{len(failed)} of {len(keys)} landed files failed: "
                          + "; ".join(failed[:5]), allow_retries=False)
-    yield dg.MaterializeResult(metadata={"files": dg.MetadataValue.int(len(keys)),
-                                         "rows": dg.MetadataValue.int(rows)})
+    yield dg.MaterializeResult()
     yield check_result(RAW_CHECK, _passed())
 
 
@@ -139,8 +138,6 @@ def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str
         except dbn_decode.DbnInputError as e:
             staging.unlink(missing_ok=True)
             raise dg.Failure(description=str(e), allow_retries=False) from e
-    for w in report.warnings:
-        context.log.warning(f"{key}: {w}")
 
     result = report.validation  # streamed: the partition never sits in memory whole
     preview = pl.read_parquet(staging, n_rows=10)
@@ -164,6 +161,7 @@ def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str
         "path": dg.MetadataValue.path(str(where)),
         "status": "live" if result.passed else "quarantined (contract failed)",
         "preview": dg.MetadataValue.md(markdown_table(preview, 10)),
+        **report_warnings(context, report.warnings),
     }
     return metadata, result
 
@@ -183,8 +181,10 @@ def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str
         ),
         dg.AssetCheckSpec(
             PRICE_JUMP_CHECK, asset="continuous_bars", blocking=False,
-            description="warning: bars whose range exceeds price_jump_multiple x the median range "
-            "of the previous price_jump_window bars of the same contract (likely bad prints)",
+            description="bars whose range exceeds price_jump_multiple x the median range of the "
+            "previous price_jump_window bars of the same contract (likely bad prints): their dates "
+            "are not stored (the previous version stays) and the check fails naming bar, root and "
+            "file; the other dates flow on",
         ),
     ],
     description="One front-month series per root rolled by volume (see foxhunt_pipeline.instruments.rolls "
@@ -217,44 +217,70 @@ def continuous_bars(
     if failed:
         context.log.error(f"continuous_bars contract failed on {len(failed)} date(s); their previous "
                           "versions left in place")
-    if build.conflicts:
-        context.log.warning(f"continuous_bars: {build.conflicts_message}")
     if build.stale:
-        context.log.warning(
-            f"late data moved the front of {len(build.stale)} date(s) outside this run "
-            f"({build.stale[0]} .. {build.stale[-1]}): rematerialize continuous_bars and features "
-            "for that range")
-    per_date = pl.DataFrame({"trade_date": list(build.rows), "rows": list(build.rows.values())},
-                            schema={"trade_date": pl.Date, "rows": pl.Int64})
-    yield dg.MaterializeResult(
-        metadata={
-            "rows": dg.MetadataValue.int(int(per_date["rows"].sum())),
-            "dates": dg.MetadataValue.int(per_date.height),
-            "per_date": dg.MetadataValue.md(markdown_table(per_date, 20)),
-            "rolls": dg.MetadataValue.md(markdown_table(build.rolls, 50)),
-            "stale_dates_outside_run": ", ".join(map(str, build.stale[:50])),
-            "path": dg.MetadataValue.path(stored.table_glob(root, "continuous_bars")),
-            "conflicting_duplicates": dg.MetadataValue.int(build.conflicts),
-            "first_conflicting_duplicates": dg.MetadataValue.md(markdown_table(build.first_conflicts, 20)),
-        }
-    )
+        build.notes.append((last, (
+            f"continuous_bars: late data moved the front of {len(build.stale)} stored date(s) outside "
+            f"this run ({build.stale[0]} .. {build.stale[-1]}); foxhunt materialize rebuilds them next "
+            f"(or run: foxhunt materialize continuous_bars features --from {build.stale[0]} "
+            f"--to {build.stale[-1]})")))
+    for key in context.partition_keys:  # each partition's own numbers (a range runs as one run)
+        path = stored.date_dir(root, "continuous_bars", date.fromisoformat(key))
+        context.add_asset_metadata(_partition_metadata(context, build, key, path), partition_key=key)
+    yield dg.MaterializeResult()
     yield check_result(CONTINUOUS_CHECK, failed[0] if failed else _passed())
-    if build.jumps:
-        context.log.warning(
-            f"continuous_bars: {build.jumps} bars jump beyond {config.price_jump_multiple:g}x "
-            "the recent range (likely bad prints); see the price-jump check"
-        )
+    blocked = "; ".join(build.blocked.values())
     yield dg.AssetCheckResult(
         check_name=PRICE_JUMP_CHECK,
-        passed=build.jumps == 0,
-        severity=dg.AssetCheckSeverity.WARN,
+        passed=not build.blocked,
+        # not blocking the run: the other dates flow on; the flagged dates were not stored
+        severity=dg.AssetCheckSeverity.ERROR,
         metadata={
             "flagged_rows": dg.MetadataValue.int(build.jumps),
+            "blocked_dates": ", ".join(map(str, build.blocked)),
+            "message": blocked or "no bar beyond the threshold",
             "multiple": config.price_jump_multiple,
             "window": dg.MetadataValue.int(config.price_jump_window),
             "first_flagged": dg.MetadataValue.md(markdown_table(build.first_jumps, 20)),
         },
     )
+
+
+def partition_dates(key: str) -> tuple[date, date]:
+    """First and last trade date a weekday partition holds (a Friday holds the weekend)."""
+    day = date.fromisoformat(key)
+    return day, day + timedelta(days=2 if day.weekday() == 4 else 0)
+
+
+def _of_dates(rows: pl.DataFrame, lo: date, hi: date) -> pl.DataFrame:
+    """The rows (with ``ts_event``) whose CME trade date is in [lo, hi]."""
+    from foxhunt_pipeline.instruments.rolls import trade_date
+
+    if rows.is_empty() or "ts_event" not in rows.columns:
+        return rows
+    return rows.filter(trade_date(pl.col("ts_event")).is_between(lo, hi))
+
+
+def _partition_metadata(context, build, key: str, path) -> dict:
+    """One trade-date partition's own metadata: its rows, rolls, duplicates, jumps and
+    warnings, not the run's totals."""
+    lo, hi = partition_dates(key)
+    mine = {d: n for d, n in build.rows.items() if lo <= d <= hi}
+    per_date = pl.DataFrame({"trade_date": list(mine), "rows": list(mine.values())},
+                            schema={"trade_date": pl.Date, "rows": pl.Int64})
+    return {
+        "rows": dg.MetadataValue.int(int(per_date["rows"].sum())),
+        "dates": dg.MetadataValue.int(per_date.height),
+        "per_date": dg.MetadataValue.md(markdown_table(per_date, 5)),
+        "rolls": dg.MetadataValue.md(markdown_table(
+            build.rolls.filter(pl.col("roll_date").is_between(lo, hi)), 20)),
+        "blocked_dates": ", ".join(str(d) for d in build.blocked if lo <= d <= hi),
+        "conflicting_duplicates": dg.MetadataValue.int(sum(n for d, n in build.day_conflicts.items()
+                                                           if lo <= d <= hi)),
+        "first_conflicting_duplicates": dg.MetadataValue.md(markdown_table(
+            _of_dates(build.first_conflicts, lo, hi), 20)),
+        "path": dg.MetadataValue.path(str(path)),
+        **report_warnings(context, build.warnings_of(lo, hi)),
+    }
 
 
 def _passed():

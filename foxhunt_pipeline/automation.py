@@ -82,27 +82,31 @@ def landing_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage)
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
 
 
-def history_run_request(instance: dg.DagsterInstance, storage: FoxhuntStorage, cursor: int):
-    """(run request or None, new cursor): one run over the trade dates that the raw_bars
-    partitions materialized since ``cursor`` (an event storage id) hold, once no ingest run is
-    active, so a burst of landed files becomes one rebuild."""
+def history_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage, cursor: int):
+    """(run requests, new cursor): runs over the trade dates that the raw_bars partitions
+    materialized since ``cursor`` (an event storage id) hold, and the stored dates late data
+    left stale, once no ingest run is active, so a burst of landed files becomes one rebuild
+    (one run per cluster of dates: a hole in the data is not planned as empty partitions)."""
     from foxhunt_pipeline.storage import continuous_dates
 
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("raw_bars"), after_storage_id=cursor), limit=10_000
     ).records
-    if not records:
-        return None, cursor
+    stale = continuous_dates.stale_dates(storage.warehouse_root)
+    if not records and not stale:
+        return [], cursor
     if instance.get_runs_count(dg.RunsFilter(job_name=ingest_job.name, statuses=ACTIVE)):
-        return None, cursor  # more files are being ingested: wait and take them all at once
-    last = max(r.storage_id for r in records)
+        return [], cursor  # more files are being ingested: wait and take them all at once
+    if stale and instance.get_runs_count(dg.RunsFilter(job_name=history_job.name, statuses=ACTIVE)):
+        return [], cursor  # the stale dates may be the ones a running rebuild is writing
+    last = max((r.storage_id for r in records), default=cursor)
     days = continuous_dates.touched_dates(
         storage.warehouse_root, {r.partition_key for r in records if r.partition_key})
-    span = continuous_dates.rebuild_span(storage.warehouse_root, days)
-    if span is None:
-        return None, last
-    tags = {RANGE_START: span[0], RANGE_END: span[1], "foxhunt/started_by": "history_sensor"}
-    return dg.RunRequest(run_key=f"history:{last}", tags=tags), last
+    spans = continuous_dates.rebuild_spans(storage.warehouse_root, {*days, *stale})
+    key = f"history:{last}" + (f":stale:{stale[0]}:{stale[-1]}:{len(stale)}" if stale else "")
+    return [dg.RunRequest(run_key=f"{key}:{a}", tags={RANGE_START: a, RANGE_END: b,
+                                                      "foxhunt/started_by": "history_sensor"})
+            for a, b in spans], last
 
 
 @dg.sensor(
@@ -110,14 +114,15 @@ def history_run_request(instance: dg.DagsterInstance, storage: FoxhuntStorage, c
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=int(os.environ.get("FOXHUNT_LANDING_INTERVAL", "15")),
     description="After files are ingested, rebuilds continuous_bars and features for the trade "
-    "dates they hold (plus the date before), in one run per burst of landed files.",
+    "dates they hold (plus the date before) and the stored dates late data moved the front of, "
+    "in one run per burst of landed files and cluster of dates.",
 )
 def history_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
-    request, cursor = history_run_request(context.instance, storage, int(context.cursor or 0))
-    if request is None:
-        return dg.SensorResult(skip_reason="no newly ingested file to carry downstream",
+    requests, cursor = history_run_requests(context.instance, storage, int(context.cursor or 0))
+    if not requests:
+        return dg.SensorResult(skip_reason="no newly ingested file or stale date to carry downstream",
                                cursor=str(cursor))
-    return dg.SensorResult(run_requests=[request], cursor=str(cursor))
+    return dg.SensorResult(run_requests=requests, cursor=str(cursor))
 
 
 retrain_schedule = dg.ScheduleDefinition(

@@ -70,9 +70,10 @@ def materialize_selection(
 ) -> bool:
     """Ingests the selected landed files in runs of up to ``INGEST_BATCH`` consecutive files
     (``ingest_batches``; a failing batch again one file per run), then the selected
-    trade-date partitioned assets over one range of dates in one run (``dated_range``), then
-    the rest of the selection in one run (with ``run_config``). Returns False if any step or
-    blocking check failed."""
+    trade-date partitioned assets in one run per cluster of dates with data (``dated_ranges``),
+    then the stored dates late data left stale, then the rest of the selection in one run
+    (with ``run_config``), printing the leaderboard when that run built it. Each run's line is
+    followed by its warnings. Returns False if any step or blocking check failed."""
     import dagster as dg
 
     from foxhunt_pipeline.automation import RANGE_END, RANGE_START
@@ -129,18 +130,39 @@ def materialize_selection(
     dated = [k for k in graph.toposorted_asset_keys
              if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
     if dated:
-        span = dated_range(instance, paths, dated, todo, all_partitions=all_partitions,
-                           date_from=date_from, date_to=date_to)
-        if span is None:
-            echo(f"{', '.join(k.to_user_string() for k in dated)}: every trade date is up to date")
+        names = ", ".join(k.to_user_string() for k in dated)
+
+        def run_spans(spans: list[tuple[str, str]]) -> bool:
+            """One run per span: a hole in the data splits the dates into runs, so no run
+            plans the empty partitions in between."""
+            good = True
+            for first, last in spans:
+                t0 = time.perf_counter()
+                res = job.execute_in_process(
+                    run_config=CLI_LOGGERS, instance=instance, asset_selection=dated, raise_on_error=False,
+                    tags={**tags, RANGE_START: first, RANGE_END: last},
+                )
+                good &= _report(res, f"{names} [{first} .. {last}]", t0, echo)
+            return good
+
+        spans = dated_ranges(instance, paths, dated, todo, all_partitions=all_partitions,
+                             date_from=date_from, date_to=date_to)
+        if not spans and (date_from or date_to):
+            echo(f"{names}: no trade date with data in {date_from or 'start'} .. {date_to or 'end'}")
+        elif not spans:
+            echo(f"{names}: every trade date is up to date")
         else:
-            t0 = time.perf_counter()
-            res = job.execute_in_process(
-                run_config=CLI_LOGGERS, instance=instance, asset_selection=dated, raise_on_error=False,
-                tags={**tags, RANGE_START: span[0], RANGE_END: span[1]},
-            )
-            label = f"{', '.join(k.to_user_string() for k in dated)} [{span[0]} .. {span[1]}]"
-            ok &= _report(res, label, t0, echo)
+            ok &= run_spans(spans)
+        if dg.AssetKey("continuous_bars") in dated:
+            # late data that moved a roll: the stored dates after it are rebuilt now, not left
+            # inconsistent (at most twice: a rebuild moves no front, so it needs no third)
+            for _ in range(2):
+                stale = stale_spans(paths)
+                if not stale:
+                    break
+                echo(f"late data moved the front of stored trade dates {stale[0][0]} .. {stale[-1][1]}: "
+                     "rebuilding them")
+                ok &= run_spans(stale)
     rest = [k for k in keys if k != raw_key and k not in dated]
     if rest:
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
@@ -150,7 +172,29 @@ def materialize_selection(
             run_config={**CLI_LOGGERS, **(run_config or {})},
         )
         ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
+        if dg.AssetKey(LEADERBOARD) in ordered and _materialized(res, LEADERBOARD):
+            echo("")
+            echo(leaderboard_text(paths))
     return ok
+
+
+LEADERBOARD = "model_leaderboard"
+
+
+def _materialized(result, asset: str) -> bool:
+    import dagster as dg
+
+    return any(e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+               and e.asset_key == dg.AssetKey(asset) for e in result.all_events)
+
+
+def stale_spans(paths: FoxhuntPaths) -> list[tuple[str, str]]:
+    """Partition ranges of the stored dates whose front late data moved (none: [])."""
+    from foxhunt_pipeline.storage import continuous_dates
+    from foxhunt_pipeline.storage.object_store import warehouse_root
+
+    root = warehouse_root(home=paths.home)
+    return continuous_dates.rebuild_spans(root, continuous_dates.stale_dates(root))
 
 
 def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
@@ -164,33 +208,50 @@ def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
         echo(f"removed {len(removed)} temporary file(s) left by killed runs")
 
 
-def dated_range(instance, paths: FoxhuntPaths, dated: list, ingested: list[str], *,
-                all_partitions: bool, date_from: date | None, date_to: date | None
-                ) -> tuple[str, str] | None:
-    """(first, last) partition key to rebuild: --from/--to when given, else every date when
-    ``all_partitions``, else the dates the ingested files hold plus the dates with raw data
-    never materialized, widened by one stored date before (its last targets need the new
-    date's first bars). None when nothing needs a rebuild."""
+def dated_ranges(instance, paths: FoxhuntPaths, dated: list, ingested: list[str], *,
+                 all_partitions: bool, date_from: date | None, date_to: date | None
+                 ) -> list[tuple[str, str]]:
+    """(first, last) partition keys to rebuild, one range per cluster of trade dates with
+    data (``continuous_dates.rebuild_spans``): the dates with data or stored in --from/--to
+    when given, else every such date when ``all_partitions``, else the dates the ingested
+    files hold, the dates with raw data never materialized and the dates late data left
+    stale, each cluster widened by the stored date before it (its last targets need the new
+    date's first bars). Empty when nothing needs a rebuild."""
     from foxhunt_pipeline.storage import continuous_dates
     from foxhunt_pipeline.storage.object_store import warehouse_root
-    from foxhunt_pipeline.storage.trade_dates import partition_key_of
+    from foxhunt_pipeline.storage.trade_dates import partition_key_of, stored_dates
 
     root = warehouse_root(home=paths.home)
     have = continuous_dates.all_dates(root)
     if date_from is not None or date_to is not None:
-        lo = date_from or (have[0] if have else None)
-        hi = date_to or (have[-1] if have else None)
+        known = sorted({*have, *stored_dates(root, continuous_dates.TABLE)})
+        lo = date_from or (known[0] if known else None)
+        hi = date_to or (known[-1] if known else None)
         if lo is None or hi is None or lo > hi:
-            return None
-        return partition_key_of(lo), partition_key_of(hi)
+            return []
+        inside = [d for d in known if lo <= d <= hi]
+        return [(partition_key_of(a), partition_key_of(b))
+                for a, b in _date_clusters(inside)] if inside else []
     if all_partitions:
         wanted = set(have)
     else:
-        wanted = set(continuous_dates.touched_dates(root, ingested))
+        wanted = set(continuous_dates.touched_dates(root, ingested)) | set(continuous_dates.stale_dates(root))
         for key in dated:
             done = instance.get_materialized_partitions(key)
             wanted |= {d for d in have if partition_key_of(d) not in done}
-    return continuous_dates.rebuild_span(root, wanted)
+    return continuous_dates.rebuild_spans(root, wanted)
+
+
+def _date_clusters(days: list[date]) -> list[tuple[date, date]]:
+    from foxhunt_pipeline.storage.continuous_dates import RUN_BREAK_DAYS
+
+    out: list[tuple[date, date]] = []
+    for d in sorted(days):
+        if out and (d - out[-1][1]).days <= RUN_BREAK_DAYS:
+            out[-1] = (out[-1][0], d)
+        else:
+            out.append((d, d))
+    return out
 
 
 def ingest_batches(partitions: list[str], todo: list[str], size: int = INGEST_BATCH) -> list[list[str]]:
@@ -233,9 +294,12 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
     warnings = [c for c in evaluations if c.severity != dg.AssetCheckSeverity.ERROR]
     ok = result.success and not failed_checks
     status = "ok" if ok else "FAILED"
+    said = run_warnings(result)
     extra = f"; failed checks: {', '.join(c.check_name for c in failed_checks)}" if failed_checks else ""
     extra += f"; warnings: {', '.join(c.check_name for c in warnings)}" if warnings else ""
-    extra += "".join(f"\n    {_check_line(c)}" for c in (failed_checks + warnings)[:5])
+    checked = [_check_line(c) for c in (failed_checks + warnings)[:5]]
+    extra += "".join(f"\n    {line}" for line in checked)
+    said = [w for w in said if not any(" ".join(w.split())[:200] in line for line in checked)]
     if not result.success:
         errs = [
             f"{e.step_key}: {project_error(e.event_specific_data.error)}"
@@ -243,8 +307,32 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
             if e.event_type == dg.DagsterEventType.STEP_FAILURE and e.event_specific_data.error
         ]
         extra += "".join(f"\n    {m}" for m in errs[:5])
+    extra += "".join(f"\n    warning: {w}" for w in said[:MAX_WARNINGS])
+    if len(said) > MAX_WARNINGS:
+        extra += (f"\n    ... and {len(said) - MAX_WARNINGS} more warnings: see the assets' "
+                  "`warnings` metadata (foxhunt ui)")
     echo(f"[{status}] {label} in {time.perf_counter() - t0:.1f}s (run {result.run_id[:8]}){extra}")
     return ok
+
+
+#: warning lines printed under one run's summary line (the rest: the assets' metadata)
+MAX_WARNINGS = 20
+
+
+def run_warnings(result) -> list[str]:
+    """The ``warnings`` metadata of every asset the run materialized, in order, once each."""
+    import dagster as dg
+
+    from assets.common import WARNINGS
+
+    said: dict[str, None] = {}
+    for e in result.all_events:
+        if e.event_type != dg.DagsterEventType.ASSET_MATERIALIZATION:
+            continue
+        entry = e.event_specific_data.materialization.metadata.get(WARNINGS)
+        for line in getattr(entry, "value", None) or []:
+            said.setdefault(str(line), None)
+    return list(said)
 
 
 def _check_line(evaluation, limit: int = 400) -> str:
@@ -276,9 +364,8 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
         echo(f"using the files already landed in {landing}")
     # no hyperparameter study: the demo trains with the profile's sizes (and a study's best
     # params if one was run before); `foxhunt tune` runs studies on demand
+    # the leaderboard is printed by materialize_selection when its run materialized it
     ok = materialize_selection(paths, ["*"], profile="fast" if fast else "demo", echo=echo)
-    echo("")
-    echo(leaderboard_text(paths))
     echo("")
     echo(f"demo finished in {time.perf_counter() - t0:.0f}s: {'all steps passed' if ok else 'SOME STEPS FAILED'}")
     echo("Where to look:")

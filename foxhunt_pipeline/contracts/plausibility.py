@@ -1,13 +1,16 @@
-"""Plausibility checks that warn rather than block: a value can be real and still odd.
+"""Plausibility checks: a value can pass the contract and still be odd.
 
 A price jump far beyond the recent range is usually a bad print (a 1000x price, a
-missing decimal), but markets do gap; the rows are shown to a person, the data flows on.
+missing decimal): continuous_bars holds its trade date back (the previous version stays)
+and names the bar and the landed file; a person decides (a corrected file, or a higher
+multiple where the move was real).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from foxhunt_pipeline.instruments.rolls import trade_date
 from foxhunt_pipeline.instruments.specs import ROOTS
 
 # a bad print (a 2x or 1000x price, a slipped decimal) is thousands of typical ranges away;
@@ -23,9 +26,9 @@ def price_jumps(
     window: int = DEFAULT_JUMP_WINDOW,
     group: tuple[str, ...] = ("root", "contract_seq"),
 ) -> pl.DataFrame:
-    """Bars whose true range (high/low against the previous close) exceeds ``multiple``
-    times the median true range of the ``window`` bars before it, within one contract
-    segment (a roll is not a jump). The median is floored at the root's tick size, so a
+    """Bars whose true range (high/low against the previous close of the same session)
+    exceeds ``multiple`` times the median true range of the ``window`` bars before it,
+    within one contract segment (a roll is not a jump). The median is floored at the root's tick size, so a
     flat market does not flag every tick. Returns the flagged rows with their
     ``true_range`` and ``typical_range``, in frame order."""
     if frame.height == 0:
@@ -33,7 +36,9 @@ def price_jumps(
             true_range=pl.lit(None, pl.Float64), typical_range=pl.lit(None, pl.Float64)
         )
     keys = list(group)
-    prev_close = pl.col("close").shift(1).over(keys)
+    # the previous close of the same session only: a session opens on news that came while
+    # it was closed (a weekend, a hole in the data), so its first bar is judged on its own range
+    prev_close = pl.col("close").shift(1).over(*keys, trade_date(pl.col("ts_event")))
     hi = pl.max_horizontal("high", prev_close)
     lo = pl.min_horizontal("low", prev_close)
     ticks = {r: s.tick_size for r, s in ROOTS.items()}

@@ -1,8 +1,8 @@
 """``build_features``: continuous bars -> the features table (docs/contracts.md).
 
-Per root: regular grid -> building blocks -> feature stages (lazy, one plan, common
-subexpressions shared) -> targets -> drop each segment's warm-up rows -> known-future
-and static inputs. Roots are processed one at a time so a root's rolling state never
+Per root: regular grid -> cut into stretches (a roll or a missing session starts one) ->
+building blocks -> feature stages -> targets -> drop each stretch's warm-up rows ->
+known-future and static inputs. Roots are processed one at a time so a root's rolling state never
 depends on another root's rows and memory stays one root wide.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from dataclasses import dataclass
+from datetime import date
 
 import polars as pl
 
@@ -27,6 +29,7 @@ from foxhunt_pipeline.features.library import (
 )
 from foxhunt_pipeline.features.static_inputs import STATIC_NAMES, static_exprs
 from foxhunt_pipeline.features.targets import target_exprs, target_names
+from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
 
 log = logging.getLogger(__name__)
@@ -116,10 +119,12 @@ def check_continuous(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _segment_features(seg: pl.DataFrame, cfg: FeatureConfig) -> pl.DataFrame:
-    """One (root, contract_seq) on its grid -> its f_* and y_* rows after the warm-up.
+    """One stretch of a (root, contract_seq) on its grid -> its f_* and y_* rows after the
+    warm-up.
 
-    A segment at a time: nothing can reach across a roll, not even rolling-sum rounding
-    state, and the working set stays cache- and memory-sized (time linear in rows).
+    A stretch at a time (``instruments.sessions``: no missing session inside): nothing can
+    reach across a roll or a hole in the data, not even rolling-sum rounding state, and the
+    working set stays cache- and memory-sized (time linear in rows).
     Eager, stage by stage: one lazy plan of ~250 windowed expressions costs seconds of query
     optimisation, far more than executing it."""
     df = seg.with_columns(
@@ -146,7 +151,21 @@ def _segment_features(seg: pl.DataFrame, cfg: FeatureConfig) -> pl.DataFrame:
     )
 
 
-def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.DataFrame | None:
+@dataclass(frozen=True)
+class ShortStretch:
+    """A stretch (a contract's bars with no missing session) too short for the warm-up: it
+    gives no features row."""
+
+    root: str
+    symbol: str
+    first: date
+    last: date
+    bars: int  # on the grid
+
+
+def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig,
+                   short: list[ShortStretch] | None = None) -> pl.DataFrame | None:
+    """One root's features; the stretches shorter than the warm-up are appended to ``short``."""
     grid = (
         regular_grid(bars, cfg.bar_seconds)
         if cfg.fill_grid
@@ -157,11 +176,15 @@ def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig) -> pl.Data
         _sm=session_minute_expr(),
         _roll_lead=pl.lit(float(ROLL_LEAD_DAYS[spec(root).asset_class])),
     )
-    parts = [
-        _segment_features(seg, cfg)
-        for seg in grid.partition_by("contract_seq", maintain_order=True)
-        if seg.height > cfg.warmup_bars
-    ]
+    grid = grid.join(stretch_numbers(grid), on=["root", "_td"], how="left", maintain_order="left")
+    grid = grid.with_columns(_cpos=pl.int_range(pl.len(), dtype=pl.Int64).over("contract_seq"))
+    parts = []
+    for stretch in grid.partition_by("contract_seq", "_stretch", maintain_order=True):
+        if stretch.height > cfg.warmup_bars:
+            parts.append(_segment_features(stretch.drop("_stretch"), cfg))
+        elif short is not None:
+            short.append(ShortStretch(root, stretch["symbol"][0], stretch["_td"].min(),
+                                      stretch["_td"].max(), stretch.height))
     del grid
     if not parts:
         return None

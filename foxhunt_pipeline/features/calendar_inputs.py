@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 import warnings
 from datetime import date, timedelta
-from functools import lru_cache
 
 import polars as pl
 
 from foxhunt_pipeline.features.grid import EXCHANGE_TZ, SESSION_MINUTES, SESSION_OPEN_HOUR
+from foxhunt_pipeline.instruments.sessions import calendar_name, exchange_calendar
 from foxhunt_pipeline.instruments.specs import CALENDAR_OF_CLASS, spec
 
 CALENDAR_BY_ASSET_CLASS = CALENDAR_OF_CLASS  # the table's default per asset class
@@ -47,17 +47,7 @@ KNOWN_NAMES: tuple[str, ...] = (
 )
 
 
-def calendar_name(root: str) -> str:
-    """The root's exchange calendar, from the instrument table (by asset class if unset)."""
-    s = spec(root)
-    return s.calendar or CALENDAR_BY_ASSET_CLASS[s.asset_class]
-
-
-@lru_cache(maxsize=16)
-def _calendar(name: str):
-    import pandas_market_calendars as mcal
-
-    return mcal.get_calendar(name)
+_calendar = exchange_calendar  # one cached calendar object per name, shared with the gap rule
 
 
 def session_table(root: str, first: date, last: date) -> pl.DataFrame:

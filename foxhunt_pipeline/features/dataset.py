@@ -25,6 +25,7 @@ import polars as pl
 
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.rolls import trade_date_bounds
+from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
 from models.windows import (
     DEFAULT_QUANTILES,
@@ -214,8 +215,8 @@ def _read_chunk(lf: pl.LazyFrame, root: str, first: date, last: date) -> pl.Data
     return rows if rows.get_column("ts_event").is_sorted() else rows.sort("ts_event")
 
 
-def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, segment_of: dict, norm: list,
-          known: list, static: list, targets: list) -> None:
+def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, segment_of: dict,
+          stretch_of: dict, norm: list, known: list, static: list, targets: list) -> None:
     """``part``'s rows into a split's arrays at ``offset``, CHUNK_ROWS at a time (the Float64
     temporaries of the normalisation stay small)."""
     a["dates"] += [part.get_column("_date").min(), part.get_column("_date").max()]
@@ -232,7 +233,9 @@ def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, segment_
         for k, v in block.items():
             a[k][at] = v
         a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
-        a["segment"][at] = [segment_of[(root, q)] for q in chunk.get_column("contract_seq").to_list()]
+        a["segment"][at] = [segment_of[(root, q, stretch_of[(root, d)])] for q, d in
+                            zip(chunk.get_column("contract_seq").to_list(),
+                                chunk.get_column("_date").to_list(), strict=True)]
         a["root_index"][at] = ri
 
 
@@ -261,9 +264,13 @@ def build_training_dataset(
         raise DatasetError("features table is empty: no dates available")
     bounds = _split_bounds(per_date, cfg)
     lf = lf.with_columns(_split=_split_label(bounds))
-    segments = lf.select("root", "contract_seq").unique().sort("root", "contract_seq").collect()
-    roots = segments.get_column("root").unique(maintain_order=True).to_list()
-    segment_of = {key: i for i, key in enumerate(segments.iter_rows())}
+    # a window never spans a roll or a missing session: its rows share (root, contract_seq,
+    # stretch) (instruments.sessions)
+    seg_dates = lf.select("root", "contract_seq", "_date").unique().collect()
+    stretch_of = {(r, d): k for r, d, k in stretch_numbers(seg_dates, "_date").iter_rows()}
+    segments = sorted({(r, q, stretch_of[(r, d)]) for r, q, d in seg_dates.iter_rows()})
+    roots = list(dict.fromkeys(r for r, _, _ in segments))
+    segment_of = {key: i for i, key in enumerate(segments)}
     counts = dict(((sp, r), n) for sp, r, n in lf.group_by("_split", "root").len().collect().iter_rows())
 
     def kept(name: str, root: str) -> int:
@@ -309,7 +316,8 @@ def build_training_dataset(
                 part = part.slice(skip)
                 if part.is_empty():
                     continue
-                _fill(arrays[name], part, offset[name], ri, r, segment_of, norm, known, static, targets)
+                _fill(arrays[name], part, offset[name], ri, r, segment_of, stretch_of, norm, known, static,
+                      targets)
                 offset[name] += part.height
 
     splits: dict[str, SplitArrays] = {}

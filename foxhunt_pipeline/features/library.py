@@ -325,7 +325,9 @@ def g_roll(cfg: FeatureConfig) -> Stages:
         {
             "f_days_to_expiry": days,
             "f_days_to_roll": (days - pl.col("_roll_lead")).clip(0.0),
-            "f_log_bars_in_contract": pl.col("_pos").cast(pl.Float64).log1p(),
+            # bars since the contract's first (``_cpos``), not the stretch's: a hole in the data
+            # does not make a contract new
+            "f_log_bars_in_contract": pl.col("_cpos").cast(pl.Float64).log1p(),
         }
     ]
 

@@ -73,6 +73,7 @@ from foxhunt_pipeline.ingest.records import (
 )
 from foxhunt_pipeline.ingest.spill import _SpillArea
 from foxhunt_pipeline.ingest.symbols import _Resolver, spread_ids_from_definitions
+from foxhunt_pipeline.instruments.sessions import calendar_name, open_minutes
 from foxhunt_pipeline.instruments.specs import ROOTS
 from models.atomic import atomic_write
 
@@ -97,6 +98,21 @@ class IngestReport(NsRange):
     symbols: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     validation: ValidationResult | None = None  # set by ingest_dbn_file(validate=True)
+    last_ns: int | None = None  # the latest record's ts_event (any record)
+    roots: set[str] = field(default_factory=set)  # roots of the rows kept
+    outside_dropped: int = 0  # unmapped rows that also lie outside the header's range
+    first_outside: list[int] = field(default_factory=list)  # their ts_event (ns), first few
+
+    def note_unmapped(self, ts: np.ndarray) -> None:
+        """Rows dropped for want of a symbol mapping; those outside the header's range are
+        counted apart (a 2099 row is a broken record, not a symbology gap)."""
+        self.unmapped_dropped += len(ts)
+        t = np.asarray(ts, dtype=np.uint64)
+        out = (t < np.uint64(self.start_ns)) | (
+            (t >= np.uint64(self.end_ns)) if self.end_ns is not None else np.zeros(t.shape, bool))
+        if out.any():
+            self.outside_dropped += int(out.sum())
+            self.first_outside += [int(x) for x in t[out][: max(0, 5 - len(self.first_outside))]]
 
 
     def as_metadata(self) -> dict[str, Any]:
@@ -162,10 +178,12 @@ class _Run:
                 if root == "spread":
                     report.spreads_dropped += hi - lo
                 else:
-                    report.unmapped_dropped += hi - lo
+                    report.note_unmapped(recs["ts_event"][lo:hi])
                 continue
             if root is not None and root not in self.known_roots:
                 raise DbnInputError(report.source, f"{symbol}: " + unknown_root_problem([root]))
+            if root is not None:
+                report.roots.add(root)
             for a in range(lo, hi, self.row_group_rows):
                 b = min(a + self.row_group_rows, hi)
                 batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file, self.screen)
@@ -305,13 +323,15 @@ def _ingest(
             for arr in _iter_chunks(store, src, chunk_records):
                 report.rows_in += len(arr)
                 check_rtype(src, meta.schema, arr["rtype"])
+                last = int(arr["ts_event"].max())
+                report.last_ns = last if report.last_ns is None else max(report.last_ns, last)
                 for iid, recs in _split_by_instrument(arr):
                     kept = keep.get(iid)
                     if kept is None:
                         kept = keep[iid] = resolver.may_keep(iid)
                     if not kept:
                         if iid in resolver.unmapped:
-                            report.unmapped_dropped += len(recs)
+                            report.note_unmapped(recs["ts_event"])
                         else:
                             report.spreads_dropped += len(recs)
                     elif iid == stream_iid:
@@ -353,12 +373,9 @@ def _ingest(
         report.validation = validator.result()
     if report.rows_in == 0:
         report.warnings.append(f"{src.name}: 0 records; wrote an empty partition")
-    if resolver.unmapped and report.unmapped_dropped:
-        ids = ", ".join(str(i) for i in sorted(resolver.unmapped)[:10])
-        report.warnings.append(
-            f"{src.name}: {report.unmapped_dropped} rows of instrument_id(s) {ids} have no "
-            "symbol mapping on their date and were dropped"
-        )
+    report.warnings += dropped_warnings(src.name, report, resolver.unmapped)
+    if (late := truncation_warning(src.name, report)) is not None:
+        report.warnings.append(late)
     if report.conflicting_duplicates:
         first = ", ".join(
             f"instrument {i} at {pd.Timestamp(t, tz='UTC').isoformat()}"
@@ -374,6 +391,55 @@ def _ingest(
             f"{src.name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
         )
     return report
+
+
+def dropped_warnings(name: str, report: IngestReport, unmapped: Collection[int]) -> list[str]:
+    """Why rows were dropped: outside the header's date range, or no symbol mapping."""
+    out = []
+    if report.outside_dropped:
+        when = ", ".join(pd.Timestamp(t, tz="UTC").isoformat() for t in report.first_outside[:3])
+        end = report.end.isoformat() if report.end is not None else "open end"
+        out.append(
+            f"{name}: {report.outside_dropped} row(s) dated outside the header's range "
+            f"{report.start.isoformat()} .. {end} were dropped (first: {when}): a broken record "
+            "or a file that was altered after download"
+        )
+    rest = report.unmapped_dropped - report.outside_dropped
+    if rest and unmapped:
+        ids = ", ".join(str(i) for i in sorted(unmapped)[:10])
+        out.append(
+            f"{name}: {rest} row(s) of instrument_id(s) {ids} inside the header's range have no "
+            "symbol mapping on their date and were dropped (re-download with the symbols you need)"
+        )
+    return out
+
+
+#: a file whose last record precedes its header's end by more open-market time than this
+#: looks cut short (a daily file of a liquid root ends within minutes of its end)
+TRUNCATION_OPEN_MINUTES = 120.0
+
+
+def truncation_warning(name: str, report: IngestReport,
+                       threshold_minutes: float = TRUNCATION_OPEN_MINUTES) -> str | None:
+    """A warning when the records stop while the exchange was open long before the header's
+    end: a download or copy cut at a record boundary decodes cleanly as a shorter day."""
+    if report.last_ns is None or report.end_ns is None or not report.roots:
+        return None
+    step = 60 * 10**9 if report.schema == "ohlcv-1m" else 0
+    last = pd.Timestamp(report.last_ns + step, unit="ns", tz="UTC")
+    end = min(pd.Timestamp(report.end_ns, unit="ns", tz="UTC"), pd.Timestamp.now(tz="UTC"))
+    open_for = {r: open_minutes(r, last.to_pydatetime(), end.to_pydatetime()) for r in sorted(report.roots)}
+    root = min(open_for, key=lambda r: open_for[r])
+    if open_for[root] <= threshold_minutes:
+        return None
+    return (
+        f"{name} looks truncated: its last record is at "
+        f"{pd.Timestamp(report.last_ns, unit='ns', tz='UTC').isoformat()} but its header runs to "
+        f"{pd.Timestamp(report.end_ns, unit='ns', tz='UTC').isoformat()}, and {root} traded "
+        f"{open_for[root] / 60:.1f} hours in between ({calendar_name(root)} calendar); "
+        f"{report.rows_out} rows ingested. If the download was cut short, land the complete file "
+        "(under a new name) and materialize again"
+    )
 
 
 __all__ = [

@@ -112,10 +112,14 @@ class DuplicateConflicts:
             f"{r['symbol']} {r['ts_event']} (publisher {r['publisher_id']})"
             for r in self.first.head(5).iter_rows(named=True)
         )
+        files = ""
+        if {"kept_file", "source_file"} <= set(self.first.columns):
+            pairs = dict.fromkeys(f"{k} over {d}" for k, d in self.first.select("kept_file", "source_file").iter_rows())
+            files = f" ({'; '.join(list(pairs)[:3])})"
         return (
             f"{self.count} duplicate bars disagree with the copy kept (same instrument, "
             f"ts_event and publisher, other prices or volume); kept the row of the file "
-            f"whose name sorts first; first keys: {keys}"
+            f"whose name sorts first{files}; first keys: {keys}"
         )
 
 

@@ -28,7 +28,7 @@ from upath import UPath
 
 from foxhunt_pipeline.contracts import plausibility
 from foxhunt_pipeline.contracts.tables import RAW_BARS_POLARS_SCHEMA
-from foxhunt_pipeline.instruments import rolls
+from foxhunt_pipeline.instruments import front_volume, rolls
 from foxhunt_pipeline.storage import object_store, trade_dates
 
 TABLE = "continuous_bars"
@@ -141,8 +141,10 @@ def read_fronts(root: UPath) -> pl.DataFrame:
 
 @dataclass
 class ContinuousBuild:
-    """What a build of some dates did: rows per date, the roll table, and the dates outside
-    the build whose front changed (late data moved a roll: rebuild them too)."""
+    """What a build of some dates did: rows per date, the roll table, the dates outside
+    the build whose front changed (late data moved a roll: rebuild them too), the dates
+    held back by a likely bad print, and the warnings a person should read, each with the
+    trade date it is about."""
 
     rows: dict[date, int] = field(default_factory=dict)
     rolls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=rolls.ROLLS_SCHEMA))
@@ -152,6 +154,9 @@ class ContinuousBuild:
     first_conflicts: pl.DataFrame = field(default_factory=pl.DataFrame)
     jumps: int = 0  # bars flagged by plausibility.price_jumps (likely bad prints)
     first_jumps: pl.DataFrame = field(default_factory=pl.DataFrame)
+    day_conflicts: dict[date, int] = field(default_factory=dict)  # conflicting duplicates per date
+    blocked: dict[date, str] = field(default_factory=dict)  # date -> why it was not written
+    notes: list[tuple[date, str]] = field(default_factory=list)  # (trade date, warning)
 
     def add_conflicts(self, found: rolls.DuplicateConflicts, keep: int = 20) -> None:
         self.conflicts += found.count
@@ -166,6 +171,10 @@ class ContinuousBuild:
     @property
     def conflicts_message(self) -> str:
         return rolls.DuplicateConflicts(self.conflicts, self.first_conflicts).message
+
+    def warnings_of(self, first: date, last: date) -> list[str]:
+        """The warnings about trade dates in [first, last]."""
+        return [text for day, text in self.notes if first <= day <= last]
 
 
 def _stored_before(root: UPath, day: date) -> pl.DataFrame | None:
@@ -182,31 +191,46 @@ def build_dates(
     jump_window: int = plausibility.DEFAULT_JUMP_WINDOW,
 ) -> ContinuousBuild:
     """Rebuild continuous_bars for ``days``. ``validate(frame) -> bool`` may veto a date's
-    write (the previous version of that date then stays). Duplicate conflicts and price
-    jumps of the built dates are tallied; a date's jumps read the date before as warm-up."""
+    write, and so does a price jump beyond ``jump_multiple`` (a likely bad print; 0 turns
+    the check off): the previous version of that date then stays. Duplicate conflicts,
+    jumps and thin fronts of the built dates are reported; a date's jumps read the date
+    before as warm-up. Dates outside ``days`` whose front moved are remembered
+    (:func:`stale_dates`) until they are rebuilt."""
     days = sorted(set(days))
     index = raw_date_index(root)
     volume = daily_volumes(root, index)
-    fronts, roll_table = rolls.fronts_from_daily(
-        volume.rename({"trade_date": "day"}).select("root", "symbol", "day", pl.col("volume").cast(pl.Int128))
-    )
+    daily = volume.rename({"trade_date": "day"}).select(
+        "root", "symbol", "day", pl.col("volume").cast(pl.Int128))
+    fronts, roll_table = rolls.fronts_from_daily(daily)
     old = read_fronts(root)
     build = ContinuousBuild(rolls=roll_table)
     if old.height:
         moved = pl.concat([old.join(fronts, on=list(fronts.columns), how="anti"),
                            fronts.join(old, on=list(fronts.columns), how="anti")])
         build.stale = sorted(set(moved["day"].to_list()) - set(days))
+    _write_stale(root, (set(stale_dates(root)) | set(build.stale)) - set(days))
     object_store.write_parquet(fronts, state_path(root, "fronts"))
+    if days:
+        build.notes += front_volume.thin_fronts(daily, fronts, days[0], days[-1])
     have = set(index["trade_date"].to_list())
     previous = _stored_before(root, days[0]) if days else None
     for day in days:
         if day not in have:
             build.unknown.append(day)
         frame = rolls.join_fronts(day_bars(root, index, day), fronts.filter(pl.col("day") == day))
-        build.add_conflicts(day_conflicts(root, index, day))
+        found = day_conflicts(root, index, day)
+        build.add_conflicts(found)
+        if found.count:
+            build.day_conflicts[day] = found.count
+            build.notes.append((day, f"continuous_bars {day}: {found.message}"))
         warm = frame if previous is None else pl.concat([previous, frame], how="vertical_relaxed")
-        jumps = plausibility.price_jumps(warm, jump_multiple, jump_window)
-        build.add_jumps(jumps.filter(rolls.trade_date(pl.col("ts_event")) == day))
+        jumps = (plausibility.price_jumps(warm, jump_multiple, jump_window)
+                 .filter(rolls.trade_date(pl.col("ts_event")) == day)) if jump_multiple > 0 else frame.head(0)
+        build.add_jumps(jumps)
+        if jumps.height:
+            build.blocked[day] = jump_message(root, index, day, jumps, jump_multiple)
+            build.notes.append((day, build.blocked[day]))
+            continue  # the previous version of the date stays; the next date warms up on it
         previous = frame
         if validate is not None and not validate(frame):
             continue
@@ -214,6 +238,40 @@ def build_dates(
             trade_dates.write_part(root, TABLE, day, frame)
         build.rows[day] = frame.height
     return build
+
+
+def jump_message(root: UPath, index: pl.DataFrame, day: date, jumps: pl.DataFrame,
+                 multiple: float) -> str:
+    """One line naming the first flagged bars of a date: time, root, contract, prices and the
+    landed file(s) they came from."""
+    sources = _files_of(index, day)["source"].to_list()
+    raw = _day_raw(root, sources, day).join(
+        jumps.lazy().select(rolls.KEY), on=rolls.KEY, how="semi").select(
+        *rolls.KEY, "source_file").collect()
+    files = {k: sorted(set(g["source_file"].to_list()))
+             for k, g in raw.group_by(rolls.KEY)}
+    bars = []
+    for r in jumps.head(3).iter_rows(named=True):
+        where = files.get((r["instrument_id"], r["ts_event"], r["publisher_id"]), [])
+        bars.append(f"{r['root']} {r['symbol']} bar {r['ts_event'].isoformat()} (open {r['open']:g}, "
+                    f"high {r['high']:g}, low {r['low']:g}, close {r['close']:g}; range {r['true_range']:g} "
+                    f"vs typical {r['typical_range']:g}) in {', '.join(where) or 'an unknown file'}")
+    more = f" and {jumps.height - 3} more" if jumps.height > 3 else ""
+    return (f"continuous_bars {day}: not stored, likely bad print(s) beyond {multiple:g}x the recent "
+            f"range: {'; '.join(bars)}{more}. The previous version of {day} stays; land a corrected "
+            f"file, or raise price_jump_multiple in the run config if the move is real")
+
+
+def stale_dates(root: UPath) -> list[date]:
+    """Dates whose stored continuous_bars (and features) predate a move of their front by
+    late data, until a build rebuilds them."""
+    return sorted(_read_state(root, "stale_dates", {"day": pl.Date})["day"].to_list())
+
+
+def _write_stale(root: UPath, days: set[date]) -> None:
+    path = state_path(root, "stale_dates")
+    if days or path.is_file():
+        object_store.write_parquet(pl.DataFrame({"day": sorted(days)}, schema={"day": pl.Date}), path)
 
 
 def touched_dates(root: UPath, sources: Iterable[str]) -> list[date]:
@@ -234,9 +292,38 @@ def rebuild_span(root: UPath, days: Iterable[date]) -> tuple[str, str] | None:
     return trade_dates.partition_key_of(first), trade_dates.partition_key_of(days[-1])
 
 
+#: dates further apart than this run in separate runs: a run covers no more than a few
+#: empty weekday partitions (a holiday, a weekend), never the whole of a hole in the data
+RUN_BREAK_DAYS = 7
+
+
+def rebuild_spans(root: UPath, days: Iterable[date], break_days: int = RUN_BREAK_DAYS
+                  ) -> list[tuple[str, str]]:
+    """Partition-key ranges that rebuild ``days``, one per cluster of dates at most
+    ``break_days`` apart (a six-year hole is two runs, not 1,600 empty partitions). A
+    cluster starts at the stored date before its first date when that one is close enough
+    to share its stretch (its last targets need the new date's first bars)."""
+    days = sorted(set(days))
+    stored = trade_dates.stored_dates(root, TABLE)
+    spans: list[tuple[str, str]] = []
+    cluster: list[date] = []
+    for day in [*days, None]:
+        if cluster and (day is None or (day - cluster[-1]).days > break_days):
+            before = [d for d in stored if d < cluster[0]]
+            first = before[-1] if before and (cluster[0] - before[-1]).days <= break_days else cluster[0]
+            key = (trade_dates.partition_key_of(first), trade_dates.partition_key_of(cluster[-1]))
+            if spans and key[0] <= spans[-1][1]:  # the date before joined the previous cluster
+                key = (spans.pop()[0], key[1])
+            spans.append(key)
+            cluster = []
+        if day is not None:
+            cluster.append(day)
+    return spans
+
+
 def all_dates(root: UPath) -> list[date]:
     return sorted(set(raw_date_index(root)["trade_date"].to_list()))
 
 
 __all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars", "day_conflicts",
-           "raw_date_index", "read_fronts", "rebuild_span", "touched_dates"]
+           "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "touched_dates"]

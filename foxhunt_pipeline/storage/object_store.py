@@ -198,7 +198,7 @@ def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: boo
     from foxhunt_pipeline.storage.warehouse import view_sources, view_sql
 
     for table, source in view_sources(root.path).items():
-        con.execute(view_sql(table, source, temp=True)).fetchall()
+        con.execute(view_sql(table, source, temp=True, con=con)).fetchall()
     return con
 
 

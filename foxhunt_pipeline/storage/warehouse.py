@@ -156,9 +156,22 @@ def view_sources(warehouse: Path | str) -> dict[str, str]:
     return sources
 
 
-def view_sql(table: str, source: str, *, temp: bool = False) -> str:
-    return (f"CREATE OR REPLACE {'TEMP ' if temp else ''}VIEW {table} AS SELECT * FROM read_parquet("
-            f"{_sql_str(source)}, hive_partitioning=false, union_by_name=true)")
+#: the CME trade date of a bar (17:00 CT starts the next day's session), as the partitions use it
+TRADE_DATE_SQL = "CAST(timezone('America/Chicago', ts_event) + INTERVAL 7 HOUR AS DATE) AS trade_date"
+
+
+def _read_sql(source: str) -> str:
+    return f"read_parquet({_sql_str(source)}, hive_partitioning=false, union_by_name=true)"
+
+
+def view_sql(table: str, source: str, *, temp: bool = False, con: Any = None) -> str:
+    """The view of a table's parquet; a bar table (``ts_event``) also gets its ``trade_date``
+    (``con`` looks the columns up)."""
+    extra = ""
+    if table in VIEW_TABLES and con is not None:
+        names = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {_read_sql(source)}").fetchall()}
+        extra = f", {TRADE_DATE_SQL}" if "ts_event" in names and "trade_date" not in names else ""
+    return f"CREATE OR REPLACE {'TEMP ' if temp else ''}VIEW {table} AS SELECT *{extra} FROM {_read_sql(source)}"
 
 
 def write_duckdb_views(
@@ -172,7 +185,7 @@ def write_duckdb_views(
             con.register_filesystem(filesystem)
         for t in (*VIEW_TABLES, *(t for t in PART_TABLES if t in sources)):
             if t in sources:
-                con.execute(view_sql(t, sources[t])).fetchall()
+                con.execute(view_sql(t, sources[t], con=con)).fetchall()
             else:
                 con.execute(f"DROP VIEW IF EXISTS {t}").fetchall()
         if rolls is not None:

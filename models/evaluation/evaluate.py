@@ -40,6 +40,7 @@ from models.evaluation.metrics import (
     sharpe_ci,
 )
 from models.evaluation.running_cost import measure_running_cost
+from models.evaluation.skill import idle_is_undefined
 from models.windows import SplitArrays, TrainingData, WindowDataset, to_device
 
 FAN_CHART_BARS = 300
@@ -221,7 +222,7 @@ def _trading_metrics(
     ci = sharpe_ci(bt.pnl, bars.bars_per_year, n_resamples=bootstrap, seed=seed)
     m["sharpe_ci_low"], m["sharpe_ci_high"] = ci.low, ci.high
     m["bootstrap_block_length"] = float(ci.block_length)
-    return m
+    return idle_is_undefined(m, bt.positions)  # never in the market: no Sharpe, not 0
 
 
 def _position_direction(positions: np.ndarray, bars: _Bars, bootstrap: int, seed: int

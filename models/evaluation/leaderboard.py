@@ -74,6 +74,13 @@ def _no_trades(row: Mapping[str, Any]) -> bool:
     return math.isnan(n) or n <= 0
 
 
+def _baseline_value(row: Mapping[str, Any], metric: str) -> float:
+    """A baseline's ``metric``; one that never traded (flat) earned nothing: its undefined
+    Sharpe counts as 0 in the comparison (a challenger must still beat doing nothing)."""
+    v = _value(row, metric)
+    return 0.0 if math.isnan(v) and metric in TRADING_METRICS and _no_trades(row) else v
+
+
 def _baseline_map(baselines: Baselines) -> dict[str, Mapping[str, Any]]:
     if baselines is None:
         return {}
@@ -140,7 +147,7 @@ def _choose(
     def beats(other: float) -> bool:
         return sign * (shown - other) > min_improvement
 
-    bmap = {k: _value(b, metric) for k, b in _baseline_map(baselines).items()}
+    bmap = {k: _baseline_value(b, metric) for k, b in _baseline_map(baselines).items()}
     reporting = {k: v for k, v in bmap.items() if not math.isnan(v)}
     if not reporting:
         return Decision(False, best, f"no baseline reports {metric}: {what} cannot be shown "

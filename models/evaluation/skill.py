@@ -20,6 +20,12 @@ from models.evaluation.metrics import (
 )
 
 FAMILY_WISE_ALPHA = 0.05
+#: ICIR (mean / std of the daily IC) needs this many days of at least MIN_IC_DAY_BARS scored
+#: bars each: fewer, or a 60-bar stub of a day, gives a number that means nothing (NaN)
+MIN_IC_DAYS = 5
+MIN_IC_DAY_BARS = 100
+#: risk-adjusted metrics that a candidate which never held a position does not have
+IDLE_UNDEFINED = ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "sortino")
 
 
 @dataclass
@@ -74,10 +80,21 @@ def _rank(x: np.ndarray) -> np.ndarray:
     return rankdata(x).astype(np.float64)
 
 
-def information_coefficients(median: np.ndarray, outcome: np.ndarray, day: np.ndarray
+def idle_is_undefined(metrics: dict[str, float], positions: np.ndarray) -> dict[str, float]:
+    """``metrics`` with the risk-adjusted ones NaN when no position was ever held: a Sharpe
+    of a series of zeros is 0 / 0, not 0 (the table, the leaderboard and the charts show
+    NULL / "-")."""
+    if np.any(np.asarray(positions) != 0):
+        return metrics
+    return {k: (math.nan if k in IDLE_UNDEFINED else v) for k, v in metrics.items()}
+
+
+def information_coefficients(median: np.ndarray, outcome: np.ndarray, day: np.ndarray,
+                             min_days: int = MIN_IC_DAYS, min_day_bars: int = MIN_IC_DAY_BARS
                              ) -> dict[str, float]:
     """IC (Pearson) and rank IC of the median forecast against the realised return, per
-    horizon, pooled; ICIR = mean / std of the daily IC (horizon 1)."""
+    horizon, pooled; ICIR = mean / std of the daily IC (horizon 1) over the days with at
+    least ``min_day_bars`` scored bars, NaN with fewer than ``min_days`` such days."""
     out: dict[str, float] = {}
     for h in range(median.shape[1]):
         f, y = median[:, h], outcome[:, h]
@@ -90,12 +107,13 @@ def information_coefficients(median: np.ndarray, outcome: np.ndarray, day: np.nd
     daily = []
     for d in np.unique(day):
         m = (day == d) & np.isfinite(median[:, 0]) & np.isfinite(outcome[:, 0])
-        if m.sum() > 2:
+        if m.sum() >= max(min_day_bars, 3):
             daily.append(float(_corr_rows(median[m, 0][None], outcome[m, 0][None])[0]))
     daily_arr = np.asarray([v for v in daily if math.isfinite(v)])
     sd = daily_arr.std(ddof=1) if daily_arr.size > 1 else math.nan
     out["ic_daily_mean"] = float(daily_arr.mean()) if daily_arr.size else math.nan
-    out["icir"] = float(daily_arr.mean() / sd) if math.isfinite(sd) and sd > 0 else math.nan
+    enough = daily_arr.size >= min_days and math.isfinite(sd) and sd > 0
+    out["icir"] = float(daily_arr.mean() / sd) if enough else math.nan
     out["ic_days"] = float(daily_arr.size)
     return out
 
@@ -120,7 +138,8 @@ def ic_ci(median: np.ndarray, outcome: np.ndarray, *, level: float, n_resamples:
 
 def bar_metrics(bars: ScoredBars, bars_per_year: float, *, level: float, bootstrap: int,
                 seed: int) -> dict[str, float]:
-    """The metric set of one fold or of the pool; NaN where a metric is undefined."""
+    """The metric set of one fold or of the pool; NaN where a metric is undefined (a
+    candidate that never held a position has no Sharpe)."""
     n = bars.pnl.size
     sci = sharpe_ci(bars.pnl, bars_per_year, n_resamples=bootstrap, level=level, seed=seed)
     held = bars.positions != 0
@@ -146,7 +165,10 @@ def bar_metrics(bars: ScoredBars, bars_per_year: float, *, level: float, bootstr
     m["max_drawdown"] = float(np.max(np.maximum.accumulate(np.concatenate([[0.0], eq]))
                                      - np.concatenate([[0.0], eq]))) if n else math.nan
     for r in np.unique(bars.root):
-        m[f"sharpe_{r}"] = sharpe_ratio(bars.pnl[bars.root == r], bars_per_year)
+        mine = bars.root == r
+        held_r = np.any(bars.positions[mine] != 0)
+        m[f"sharpe_{r}"] = sharpe_ratio(bars.pnl[mine], bars_per_year) if held_r else math.nan
+    m = idle_is_undefined(m, bars.positions)
     if bars.median is not None and bars.outcome is not None:
         m.update(information_coefficients(bars.median, bars.outcome, bars.day))
         m["ic_ci_low"], m["ic_ci_high"] = ic_ci(bars.median, bars.outcome, level=level,

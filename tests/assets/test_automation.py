@@ -71,11 +71,11 @@ def test_failed_blocking_check_stops_the_flow_downstream():
 
 
 def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(foxhunt_home):
-    from datetime import datetime
+    from datetime import date, datetime
 
     import polars as pl
 
-    from foxhunt_pipeline.automation import RANGE_END, RANGE_START, history_run_request
+    from foxhunt_pipeline.automation import RANGE_END, RANGE_START, history_run_requests
     from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
     from resources.storage import FoxhuntStorage
 
@@ -88,10 +88,17 @@ def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(fo
         pl.DataFrame({"ts_event": [datetime(2024, 1, day, hour)]}).with_columns(
             pl.col("ts_event").dt.cast_time_unit("ns").dt.replace_time_zone("UTC")).write_parquet(path)
     with dg.instance_for_test() as instance:
-        assert history_run_request(instance, storage, 0) == (None, 0)
+        assert history_run_requests(instance, storage, 0) == ([], 0)
         for name in names:
             instance.report_runless_asset_event(dg.AssetMaterialization("raw_bars", partition=name))
-        request, cursor = history_run_request(instance, storage, 0)
+        (request,), cursor = history_run_requests(instance, storage, 0)
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("2024-01-03", "2024-01-05")
         assert cursor > 0
-        assert history_run_request(instance, storage, cursor) == (None, cursor)  # once per burst
+        assert history_run_requests(instance, storage, cursor) == ([], cursor)  # once per burst
+        # late data left stored dates stale: the sensor rebuilds them without a new file
+        from foxhunt_pipeline.storage import continuous_dates
+
+        continuous_dates._write_stale(storage.warehouse_root, {date(2024, 1, 4)})
+        (stale,), same = history_run_requests(instance, storage, cursor)
+        assert (stale.tags[RANGE_START], stale.tags[RANGE_END]) == ("2024-01-04", "2024-01-04")
+        assert same == cursor

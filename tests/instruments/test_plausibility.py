@@ -4,7 +4,7 @@ flagged (not dropped), and the instrument table holds the CME products' real ter
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -52,11 +52,17 @@ def test_conflicting_duplicates_are_counted_and_the_first_file_wins():
     assert duplicate_conflicts(pl.concat([a, same]).lazy()).count == 0
 
 
+def _minutes(n: int, start: datetime = datetime(2024, 1, 3, 14, 0, tzinfo=UTC)) -> pl.Series:
+    return pl.datetime_range(start, start + timedelta(minutes=n - 1), "1m", eager=True,
+                             time_unit="ns", time_zone="UTC")
+
+
 def test_a_1000x_spike_is_flagged_and_a_normal_series_is_not():
     n = 120
     close = [4800.0 + 0.25 * (i % 7) for i in range(n)]
+    ts = _minutes(n)
     frame = pl.DataFrame({
-        "root": ["ES"] * n, "contract_seq": [0] * n, "ts_event": list(range(n)),
+        "root": ["ES"] * n, "contract_seq": [0] * n, "ts_event": ts,
         "open": close, "close": close,
         "high": [c + 0.5 for c in close], "low": [c - 0.5 for c in close],
     })
@@ -66,15 +72,33 @@ def test_a_1000x_spike_is_flagged_and_a_normal_series_is_not():
         for c in ("open", "high", "low", "close")
     )
     jumps = price_jumps(spiked)
-    assert jumps["ts_event"].to_list() == [90, 91]  # the spike and the return from it
+    assert jumps["ts_event"].to_list() == ts[90:92].to_list()  # the spike and the return from it
     assert price_jumps(spiked, multiple=1e7).height == 0  # the multiple is configurable
     # a new contract segment starts fresh: a roll gap is not a jump
+    later = pl.col("ts_event") >= ts[60]
     rolled = frame.with_columns(
-        pl.when(pl.col("ts_event") >= 60).then(1).otherwise(0).alias("contract_seq"),
-        *(pl.when(pl.col("ts_event") >= 60).then(pl.col(c) + 500).otherwise(pl.col(c))
-          for c in ("open", "high", "low", "close")),
+        pl.when(later).then(1).otherwise(0).alias("contract_seq"),
+        *(pl.when(later).then(pl.col(c) + 500).otherwise(pl.col(c)) for c in ("open", "high", "low", "close")),
     )
     assert price_jumps(rolled).height == 0
+    assert price_jumps(rolled.with_columns(contract_seq=pl.lit(0))).height == 1  # the same step in one
+
+
+def test_the_open_of_a_session_is_judged_on_its_own_range():
+    """A session opens on what happened while it was closed (a weekend, a hole in the data):
+    its gap from the last close of the session before is no bad print."""
+    n = 60
+    friday = _minutes(n, datetime(2024, 1, 5, 20, 0, tzinfo=UTC))  # trade date Jan 5
+    monday = _minutes(n, datetime(2024, 1, 7, 23, 0, tzinfo=UTC))  # trade date Jan 8
+    close = [4800.0 + 0.25 * (i % 3) for i in range(n)] + [5100.0 + 0.25 * (i % 3) for i in range(n)]
+    frame = pl.DataFrame({
+        "root": ["ES"] * 2 * n, "contract_seq": [0] * 2 * n, "ts_event": pl.concat([friday, monday]),
+        "open": close, "close": close, "high": [c + 0.25 for c in close], "low": [c - 0.25 for c in close],
+    })
+    assert price_jumps(frame).height == 0  # 300 points over the weekend, 400x the minute range
+    inside = frame.with_columns(pl.when(pl.int_range(pl.len()) >= n + 30).then(pl.col(c) + 300)
+                                .otherwise(pl.col(c)) for c in ("open", "high", "low", "close"))
+    assert price_jumps(inside)["ts_event"].to_list() == [monday[30]]  # the same move inside a session
 
 
 # (root, tick size, point value, tick value, symbol, its real last trading day)

@@ -72,6 +72,10 @@ def test_duckdb_has_the_views_and_tables_users_query(pipeline):
     families = {f for (f,) in _query(paths, "select distinct family from model_evaluations")}
     assert families >= set(FAMILIES) | {"baseline"}
     assert _query(paths, "select count(*) from rolls")[0][0] >= 0
+    # every bar table carries its CME trade date, the partitions' key
+    for table in ("raw_bars", "continuous_bars", "features"):
+        first, = _query(paths, f"select min(trade_date) from {table}")
+        assert first[0] is not None, table
 
 
 def test_models_are_registered_in_mlflow_and_the_leaderboard_decided(pipeline):
@@ -90,6 +94,8 @@ def test_models_are_registered_in_mlflow_and_the_leaderboard_decided(pipeline):
         assert f"foxhunt-{family}" in board
     assert "baseline:flat" in board
     assert "Champion decisions" in board
+    _, _, log, _ = pipeline
+    assert board.strip() in "\n".join(log)  # foxhunt materialize prints the leaderboard it built
 
 
 def test_every_model_is_scored_per_fold_and_pooled_on_one_protocol(pipeline):

@@ -202,5 +202,44 @@ def test_a_range_cut_out_of_a_segment_passes_the_contract_and_changes_nothing(la
     rows = by_date.build_dates(root, days[0], days[0],
                                validate=lambda f: results.append(validate_features(f)) or results[-1].passed)
     assert results and all(r.passed for r in results), [r.message for r in results]
-    assert set(rows) == {days[0]}
+    assert set(rows.rows) == {days[0]}
     assert _table(root, "features").equals(before)
+
+
+def test_dates_years_apart_are_rebuilt_in_runs_that_plan_no_empty_partition(tmp_path):
+    """Issue 24: a six-year hole made one run of ~1,600 empty trade-date partitions."""
+    root = UPath(tmp_path)
+    empty = pl.DataFrame({"ts_event": []})
+    for d in (date(2013, 12, 19), date(2013, 12, 20)):
+        trade_dates.write_part(root, continuous_dates.TABLE, d, empty)
+    spans = continuous_dates.rebuild_spans(root, [date(2013, 12, 20), date(2020, 1, 2), date(2020, 1, 3)])
+    assert spans == [("2013-12-19", "2013-12-20"), ("2020-01-02", "2020-01-03")]
+    # the stored date before joins a cluster only when it is close enough to share its stretch
+    assert continuous_dates.rebuild_spans(root, [date(2013, 12, 23)]) == [("2013-12-20", "2013-12-23")]
+    assert continuous_dates.rebuild_spans(root, [date(2014, 3, 3)]) == [("2014-03-03", "2014-03-03")]
+
+
+def test_late_data_that_moves_a_roll_leaves_stale_dates_until_they_are_rebuilt(tmp_path):
+    from tests.instruments.test_continuous import raw_frame, weekdays
+
+    d = weekdays(date(2024, 3, 4), 4)
+    vols = [{"ESH4": 900, "ESM4": 90}, {"ESH4": 300, "ESM4": 600},  # ESM4 busier on d1: roll on d2
+            {"ESH4": 100, "ESM4": 900}, {"ESH4": 50, "ESM4": 900}]
+    root = UPath(tmp_path / "w")
+
+    def land(i: int) -> None:
+        dest = raw_bars_partition_path(root.path, f"{d[i]}.dbn")
+        dest.parent.mkdir(parents=True)
+        raw_frame([(d[i], vols[i])]).collect().write_parquet(dest)
+
+    for i in (0, 2, 3):
+        land(i)
+    continuous_dates.build_dates(root, continuous_dates.all_dates(root))
+    assert continuous_dates.stale_dates(root) == []
+    land(1)  # the crossover day lands late: the roll moves a session earlier
+    build = continuous_dates.build_dates(root, [d[1]])
+    assert continuous_dates.stale_dates(root) == build.stale == [d[2]]
+    continuous_dates.build_dates(root, build.stale)
+    assert continuous_dates.stale_dates(root) == []
+    ref, _ = build_continuous(object_store.scan_raw_bars(root))
+    assert _table(root, "continuous_bars").equals(ref.sort("root", "ts_event"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -115,7 +115,9 @@ def test_duckdb_views_only_for_existing_tables(tmp_path: Path) -> None:
 
 def test_duckdb_continuous_view_and_rolls_table_replaced(tmp_path: Path) -> None:
     db_path, w = tmp_path / "foxhunt.duckdb", tmp_path / "wh"
-    cont = pl.DataFrame({"root": ["ES"], "x": [1.0]})
+    # 23:30 UTC on Jan 2 is 17:30 CT: the session of trade date Jan 3
+    cont = pl.DataFrame({"ts_event": [datetime(2024, 1, 2, 23, 30, tzinfo=UTC)], "root": ["ES"], "x": [1.0]}
+                        ).with_columns(pl.col("ts_event").dt.cast_time_unit("ns"))
     wh.write_parquet_atomic(cont, wh.table_path(w, "continuous_bars"))
     rolls = pl.DataFrame(
         {
@@ -132,10 +134,10 @@ def test_duckdb_continuous_view_and_rolls_table_replaced(tmp_path: Path) -> None
     con = duckdb.connect(str(db_path), read_only=True)
     try:
         got = con.execute("select root, roll_date, to_symbol from rolls").fetchall()
-        cols = con.execute("select * from continuous_bars").fetchall()
+        cols = con.execute("select root, x, trade_date from continuous_bars").fetchall()
     finally:
         con.close()
-    assert got == [("ES", date(2024, 3, 7), "ESM4")] and cols == [("ES", 1.0)]
+    assert got == [("ES", date(2024, 3, 7), "ESM4")] and cols == [("ES", 1.0, date(2024, 1, 3))]
 
 
 def test_append_duckdb_table_creates_then_appends(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_guard_pure_noise_shows_no_skill(noise, tmp_path):
     agent = evaluate_agent("agent", _signal_positions(noise), noise, out_dir=tmp_path, **FAST)
     rows = {"lin": rep.metrics, "agent": agent.metrics, **rep.baselines}
     for name, m in rows.items():
-        assert m["sharpe_ci_low"] <= 0.0, f"{name}: Sharpe significantly > 0 on noise"
+        assert not m["sharpe_ci_low"] > 0.0, f"{name}: Sharpe significantly > 0 on noise"  # NaN: flat
         lo, hi = m["directional_accuracy_ci_low"], m["directional_accuracy_ci_high"]
         if np.isfinite(lo):
             assert lo <= 0.5 <= hi, f"{name}: directional accuracy CI [{lo}, {hi}] excludes 50%"
