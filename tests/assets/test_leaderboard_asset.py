@@ -44,7 +44,7 @@ def _result(protocol: str, sharpe: float, trades: float = 20.0):
         folds = [SimpleNamespace(fold=SimpleNamespace(number=k), metrics=m,
                                  test_start_ns=k * DAY, test_end_ns=k * DAY + 3600 * 10**9)
                  for k in (1, 2)]
-        return SimpleNamespace(folds=folds, pooled=m)
+        return SimpleNamespace(folds=folds, pooled=m, equals=None)
     return SimpleNamespace(protocol_id=protocol, candidates={
         "foxhunt-tft": cand(sharpe, trades, 0.05),
         "baseline:flat": cand(0.0, 0.0, math.nan),
