@@ -83,8 +83,7 @@ def agent_config(family: str, config: AgentTrainingConfig, device: str):
     fields = config.model_dump(exclude={"use_tuned"})
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
-    # a validation backtest (and a progress line) at least every 10% of the steps
-    eval_freq = max(1, min(fields["eval_freq"], fields["total_timesteps"] // 10))
+    eval_freq = agents.validation_every(fields["total_timesteps"], fields["eval_freq"])
     return cls.from_dict({**fields, "eval_freq": eval_freq, "device": device, "env": env})
 
 

@@ -114,9 +114,10 @@ def agent_candidate(name: str, algo: str, agent_config: Any,
     from models.agents.trading_env import evaluate_positions
 
     train_fn = agents.train_dqn if algo == "dqn" else agents.train_ppo
-    # the validation curve is a progress report, not part of training: a fold model is
-    # trained the same way without the periodic validation backtests
-    quiet = dataclasses.replace(agent_config, eval_freq=0)
+    # with keep_best the validation backtests choose the policy (on the fold's validation
+    # split); without it they are only a progress report, so a fold model skips them
+    every = agents.validation_every(agent_config.total_timesteps, agent_config.eval_freq)
+    quiet = dataclasses.replace(agent_config, eval_freq=every if agent_config.keep_best else 0)
 
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
         models = {n: trained(train) for n, trained in (forecasters or {}).items()}

@@ -9,10 +9,17 @@ import pytest
 import torch
 
 from models.agents.policy import PolicyNet
-from models.agents.trading_env import EnvConfig, TradingEnv, evaluate_positions, summarize_backtest
+from models.agents.trading_env import (
+    EnvConfig,
+    TradingEnv,
+    evaluate_positions,
+    prepare_market_data,
+    summarize_backtest,
+)
 from models.agents.train import (
     DQNConfig,
     PPOConfig,
+    ValidationCallback,
     load_policy,
     make_dqn,
     make_ppo,
@@ -95,8 +102,49 @@ def test_validation_curve_is_recorded_and_reported(which, request):
     assert steps[-1] >= result.config.total_timesteps
     assert points == result.curve  # on_eval saw every point
     assert {"mean_reward", "sharpe_per_bar", "trades", "wall_seconds"} <= set(points[0])
-    assert result.final_val_mean_reward == result.curve[-1]["mean_reward"]
     assert result.train_seconds > 0
+
+
+@pytest.mark.parametrize("train", [train_dqn, train_ppo])
+def test_the_policy_of_the_best_validation_backtest_is_kept(train, data):
+    small = small_dqn if train is train_dqn else small_ppo
+    result = train(data, small(total_timesteps=1024, eval_freq=256, keep_best=True))
+    best = max(p["mean_reward"] for p in result.curve)
+    assert result.final_val_mean_reward == best
+    # the model holds that policy: replaying it gives the best point's figure, not the last's
+    replay = summarize_backtest(evaluate_positions(result.model, data, "validation"))
+    assert replay["mean_reward"] == pytest.approx(best, rel=1e-9, abs=1e-12)
+
+
+def test_a_later_worse_policy_is_replaced_by_the_best_one_at_the_end(data):
+    model = make_ppo(data, small_ppo())
+    callback = ValidationCallback(prepare_market_data(data, "validation"), 1, keep_best=True)
+    callback.init_callback(model)
+    first = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    with torch.no_grad():
+        model.policy.action_net.weight.mul_(-5.0)  # other decisions, another validation figure
+    second = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    rewards = []
+    for step, weights in enumerate((first, second), start=1):
+        model.policy.load_state_dict(weights)
+        callback.num_timesteps = step
+        callback._evaluate()
+        rewards.append(callback.curve[-1]["mean_reward"])
+    assert rewards[0] != rewards[1]
+    best, worse = (first, second) if rewards[0] > rewards[1] else (second, first)
+    model.policy.load_state_dict(worse)  # training ends on the worse policy
+    callback.num_timesteps = 3
+    callback._on_training_end()
+    for k, v in model.policy.state_dict().items():
+        torch.testing.assert_close(v, best[k], rtol=0, atol=0)
+    assert callback.best_point["mean_reward"] == max(rewards)
+
+
+def test_without_keep_best_the_last_policy_is_kept(data):
+    result = train_ppo(data, small_ppo(total_timesteps=1024, eval_freq=256))
+    assert result.final_val_mean_reward == result.curve[-1]["mean_reward"]
+    replay = summarize_backtest(evaluate_positions(result.model, data, "validation"))
+    assert replay["mean_reward"] == pytest.approx(result.curve[-1]["mean_reward"], rel=1e-9)
 
 
 def test_training_is_reproducible_from_the_seed(data):
