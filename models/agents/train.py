@@ -33,6 +33,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from torch import nn
 
+from models.agents.imitation import imitate_rule
 from models.agents.policy import (
     ACTIVATIONS,
     PolicyNet,
@@ -194,6 +195,9 @@ class PPOConfig(_AgentConfig):
     ent_coef: float = 0.0
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    # epochs of imitating the forecasters' own rule before PPO (models.agents.imitation);
+    # 0: start from scratch. Needs observation="forecasts"
+    imitate_epochs: int = 0
 
     @classmethod
     def demo(cls) -> PPOConfig:
@@ -461,6 +465,12 @@ def train_ppo(
     config = config or PPOConfig()
     state = agent_state(data, config, forecasters, forecaster_train_configs)
     model = make_ppo(data, config, state)
+    if config.imitate_epochs:
+        if state is None:
+            raise ValueError("imitate_epochs needs observation='forecasts' (the rule reads "
+                             "the forecasts)")
+        train = prepare_market_data(data, "train", config.env, state=state)
+        imitate_rule(model, train, state.layout, config.imitate_epochs, seed=config.seed)
     val = prepare_market_data(data, eval_split, config.env, state=state)
     return _learn("ppo", model, config, val, on_eval)
 

@@ -1,0 +1,65 @@
+"""PPO's warm start imitates the forecasters' own rule, read from the state alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.agents.imitation import imitate_rule, rule_actions
+from models.agents.state import ForecastState, forecasts
+from models.agents.trading_env import EnvConfig, prepare_market_data
+from models.agents.train import PPOConfig, make_ppo, train_ppo
+from models.evaluation.backtest import threshold_positions
+from models.training.loop import TrainConfig, train_forecaster
+from tests.models.agents.test_forecast_state import H, L, _forecaster, data  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def state(data):  # noqa: F811
+    models = {"tft": _forecaster(data), "mamba2": _forecaster(data, "mamba2")}
+    for model in models.values():  # the data's signal, so their medians change sign
+        train_forecaster(model, data, TrainConfig(epochs=2, max_batches_per_epoch=20,
+                                                  batch_size=64, seed=0), device="cpu")
+    return ForecastState.for_data(models, data)
+
+
+@pytest.fixture(scope="module")
+def env(data, state):  # noqa: F811
+    """A cost the forecasters' mean median clears on half the bars (rule: flat on the rest)."""
+    raw = state.compute(data, "train")
+    ok = np.isfinite(raw).all(1)
+    q = len(state.layout.quantiles)
+    median = raw[ok][:, [k * H * q + (H - 1) * q + 4 for k in range(2)]].mean(1)
+    return EnvConfig(cost_multiplier=float(np.median(np.abs(median) / raw[ok, -1])))
+
+
+def test_the_rule_is_the_forecasters_threshold_rule(data, state, env):  # noqa: F811
+    market = prepare_market_data(data, "train", env, state=state)
+    rows = market.rows
+    part = data.splits["train"]
+    median = np.mean([forecasts(m, part, L, H)[rows, H - 1, 4] for m in state.forecasters.values()],
+                     axis=0)
+    cost = data.cost_log_return("train")[rows] / data.target_scale * env.cost_multiplier
+    expected = threshold_positions(median, cost) + 1
+    got = rule_actions(market, state.layout, rows)
+    assert np.mean(got == expected) > 0.999  # float32 state vs float64 here, at the band's edge
+    counts = np.bincount(got, minlength=3)
+    assert counts[1] > 0.1 * got.size and counts[0] + counts[2] > 0.1 * got.size, counts
+
+
+def test_ppo_imitates_the_rule_before_it_learns(data, state, env):  # noqa: F811
+    config = PPOConfig(total_timesteps=512, n_steps=256, batch_size=64, device="cpu", env=env,
+                       net_arch=[32], encoder_hidden=32)
+    market = prepare_market_data(data, "train", env, state=state)
+    model = make_ppo(data, config, state)
+    before = imitate_rule(model, market, state.layout, epochs=0)
+    after = imitate_rule(model, market, state.layout, epochs=8)
+    assert before < 0.6 < 0.9 < after, (before, after)
+
+
+def test_imitation_needs_the_forecasts(data):  # noqa: F811
+    with pytest.raises(ValueError, match="observation='forecasts'"):
+        train_ppo(data, PPOConfig(total_timesteps=256, n_steps=128, batch_size=64, device="cpu",
+                                  observation="window", imitate_epochs=1))
