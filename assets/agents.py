@@ -69,6 +69,8 @@ class PPOTrainingConfig(_agent_fields(PPOConfig, "ppo_agent")):
     n_envs: int = delegated(PPOConfig, "n_envs", "Environment copies stepped together.")
     n_steps: int = delegated(PPOConfig, "n_steps", "Env steps per copy per rollout.")
     ent_coef: float = delegated(PPOConfig, "ent_coef", "Entropy bonus coefficient.")
+    imitate_epochs: int = delegated(PPOConfig, "imitate_epochs", "Epochs imitating the "
+                                    "forecasters' trading rule before PPO (0: from scratch).")
 
 
 AgentTrainingConfig = DQNTrainingConfig | PPOTrainingConfig
