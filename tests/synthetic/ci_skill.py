@@ -15,7 +15,7 @@ why:
 * TFT at hidden 16 (2 heads, 1 LSTM layer) for 4 epochs x 30 batches at lr 3e-3, Mamba-2
   at hidden 16 (1 layer) for 3 x 25; the agents observe these two, as in the pipeline
   (each fold's own models, trained once and shared through the fold-model cache); DQN
-  10k steps, PPO the demo's 20,480;
+  10k steps, PPO the demo's 20,480 after imitating the forecasters' rule;
 * LightGBM fits the median only with at most 60 rounds: the trading rule and the IC use the
   median;
 * 300 bootstrap resamples (the demo: 500).
