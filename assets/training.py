@@ -199,9 +199,11 @@ def train_forecaster_asset(
                 )
             except TrainingDivergedError as e:
                 raise deterministic_failure(family, e) from e
+            # the training config travels with the weights: the agents that observe this
+            # model retrain it per walk-forward fold with it (and share the fold-model cache)
             ckpt = save_checkpoint(
                 run_dir / "model", model, model_type=family, config=model_config,
-                extra=_dataset_extra(data),
+                extra={**_dataset_extra(data), "train_config": train_cfg.to_dict()},
             )
         run.log_artifacts(ckpt if ckpt.is_dir() else ckpt.parent, "checkpoint")
         curve = _loss_curve_png(result.history, run_dir / "loss_curve.png", family)

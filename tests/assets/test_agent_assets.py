@@ -5,15 +5,19 @@ shares, position by hour) as an image on the asset page."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 import mlflow
 import polars as pl
 import pytest
 
 from assets.agents import dqn_agent
-from assets.training import mamba2_model, tft_model
+from assets.training import TFTTrainingConfig, mamba2_model, tft_model, train_config
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.serving.loaded import LoadedModel
+from models.agents.state import saved_forecasters
+from models.training.loop import TrainConfig
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
@@ -49,6 +53,12 @@ def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home
     assert sum(meta["action_shares"].value.values()) == pytest.approx(1.0, abs=1e-3)
     assert meta["profile"].value == "fast"
     assert meta["observes"].value == "foxhunt-tft v1, foxhunt-mamba2 v1"
+    # the forecasters beside the policy carry the training config they were trained with, so
+    # the agent's walk-forward retrains them as their own walk-forward did (a shared cache)
+    saved = saved_forecasters(Path(meta["policy"].value.rsplit("/", 1)[0]))
+    assert TrainConfig.from_dict(saved["tft"]["train_config"]) == train_config(
+        TFTTrainingConfig(**small, heads=2, lstm_layers=1, var_width=2))
+    assert saved["mamba2"]["train_config"]["epochs"] == 1
     assert meta["episodes"].value >= 1
     curve = meta["validation_curve"].value.splitlines()
     # a validation backtest at least every 10% of the steps
