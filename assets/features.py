@@ -133,7 +133,8 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     group_name="features",
     kinds={"numpy", "pytorch"},
     owners=OWNERS,
-    code_version=code_version_of("foxhunt_pipeline.features.dataset", "models.windows"),
+    code_version=code_version_of("foxhunt_pipeline.features.dataset", "foxhunt_pipeline.features.dataset_dates",
+                                 "foxhunt_pipeline.storage.dataset_store", "models.windows"),
     automation_condition=EAGER_OVER_HISTORY,
     check_specs=[
         dg.AssetCheckSpec(
@@ -143,43 +144,38 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
         )
     ],
     description="Chronological train / validation / test split with an embargo gap, train-only "
-    "normalisation, windows of `lookback` history steps and `horizon` targets, stored as one "
-    "matrix per split plus window start indices.",
+    "normalisation, windows of `lookback` history steps and `horizon` targets. Stored raw, one "
+    "block per trade date (a new date adds its block); readers get one matrix per split plus "
+    "window start indices.",
 )
 def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
+    from foxhunt_pipeline.features import dataset_dates
     from foxhunt_pipeline.features.coverage import dataset_warnings
     from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
-    from foxhunt_pipeline.features.dataset import build_training_dataset
-    from foxhunt_pipeline.features.finite import describe, nonfinite_columns
+    from foxhunt_pipeline.features.finite import describe
     from foxhunt_pipeline.storage import dataset_store
     from foxhunt_pipeline.storage import trade_dates as stored
 
     root = storage.warehouse_root
     first, last = config.window(stored.stored_dates(root, "features"))
-    scan = stored.scan_table(root, "features", first, last)
-    if scan is None:
-        raise dg.Failure(f"no features between {first} and {last}: materialize features first")
     context.log.info(f"training_dataset over trade dates {first} .. {last}")
     test_fraction = 1.0 - config.train_fraction - config.validation_fraction
-    closes = stored.scan_table(root, "continuous_bars", first, last)
-    closes = closes.select("ts_event", "root", "close").collect() if closes is not None else None
-    data = build_training_dataset(
-        scan,  # lazily: read one root at a time into the dataset's arrays
-        BuildConfig(
-            fractions=(config.train_fraction, config.validation_fraction, test_fraction),
-            lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
-            fee_per_contract=config.fee_per_contract,
-        ),
-        close_prices=closes,
-        # written as it is built and memory-mapped back: a year of history never sits in memory
-        out_dir=storage.run_scratch / "training_dataset",
+    build = BuildConfig(
+        fractions=(config.train_fraction, config.validation_fraction, test_fraction),
+        lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
+        fee_per_contract=config.fee_per_contract,
     )
-    bad = data.meta["nonfinite"] if "nonfinite" in data.meta else nonfinite_columns(data)
-    if bad:
-        path = "(not stored: the previous dataset stays live)"
-        context.log.error(f"training_dataset: {describe(bad)}; previous dataset kept")
-    else:
-        path = dataset_store.save(data, storage.warehouse_root, storage.run_scratch)
+    # raw per-date blocks, summarised once each; the split, embargo and train-only
+    # normalisation are applied when a trainer reads the dataset (dataset_store.local_dir)
+    with dataset_store.updating(root):
+        done = dataset_dates.update(root, build, first, last)
+        data = done.data
+        bad = data.meta["nonfinite"]
+        if bad:
+            path = "(not stored: the previous dataset stays live)"
+            context.log.error(f"training_dataset: {describe(bad)}; previous dataset kept")
+        else:
+            path = dataset_dates.publish(root, done)
     splits = data.meta["splits"]
     said = report_warnings(context, dataset_warnings(data))
     table = pl.DataFrame(
@@ -197,6 +193,8 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
             "feature_hash": data.meta["feature_hash"],
             "stored_mb": round(sum(s.nbytes() for s in data.splits.values()) / 1e6, 2),
             "path": dg.MetadataValue.path(str(path)),
+            "dates_summarised": dg.MetadataValue.int(done.summarised),
+            "dates_reused": dg.MetadataValue.int(done.reused),
             **said,
         }
     )

@@ -1,26 +1,29 @@
 """History scaling: the data path up to training_dataset as the stored history grows.
 
-    nice python benchmarks/history_scaling.py [--days 30 120 365] [--work DIR] [--json out.json]
+    nice python benchmarks/history_scaling.py [--days 30 120 365] [--work DIR] [--json out.json] [--skip-ingest]
 
 For each history length: generate that many UTC days of 1-minute ES, ZN, CL, GC
 (``synthetic.generate``), decode every file to raw_bars, then, each step in a fresh process
 (peak RSS is the process's ``ru_maxrss``, imports included):
 
 * ``full``: continuous_bars + features over every trade date but the last landed file's,
-  then training_dataset over all of them (the partitioned path the assets take);
+  then training_dataset over all of them (the partitioned path the assets take: one raw
+  block per date, ``features.dataset_dates``);
 * ``day``: the last file lands: continuous_bars + features for the dates it touches (plus
-  the date before), then training_dataset again;
-* ``anchor``: the unpartitioned path of before this change (one frame of the whole history:
-  ``build_continuous`` -> ``build_features`` -> ``build_training_dataset``), what the issue
-  measured as "today".
+  the date before), then training_dataset again (only the rebuilt dates are summarised);
+* ``read``: what the first reader of the new dataset pays once (``dataset_store.load``:
+  split, embargo and normalisation applied, arrays written to its cache);
+* ``anchor``: the unpartitioned path (one frame of the whole history: ``build_continuous``
+  -> ``build_features`` -> ``build_training_dataset``, in memory), at every size.
 
 * ``ingest``: ``foxhunt materialize raw_bars`` on a fresh home holding every landed file
   (real Dagster runs), 100 files per run; for 30 days also one run per file (the anchor).
 
-Ratios: day / full (wall time), and peak RSS of each step / the 30-day one (flatness).
-Targets (issue 14, 2 cores): one day after a year <= 3 s and <= 1/10 of the full build; the
-peak of the full year's build <= 2 GB and within 1.5x from 30 to 365 days; a year of files
-ingested in <= 40 s.
+Ratios: day / full (wall time), full / anchor (wall time and peak), and peak RSS of each
+step / the 30-day one (flatness). Targets (issues 14 and 25, 2 cores): one day after a year
+<= 3 s and <= 1/10 of the full build; the full build <= 1.5x the anchor; the peak of the
+full year's build <= 2 GB and within 1.5x from 30 to 365 days; a year of files ingested in
+<= 40 s (``--skip-ingest`` leaves the ingest runs out).
 """
 
 from __future__ import annotations
@@ -44,19 +47,29 @@ def _peak_mb() -> float:
 
 
 def _dataset(root) -> dict:
-    from foxhunt_pipeline.features.dataset import build_training_dataset
-    from foxhunt_pipeline.storage import trade_dates
+    from foxhunt_pipeline.features import dataset_dates
+    from foxhunt_pipeline.storage import dataset_store
 
     t0 = time.perf_counter()
-    feats = trade_dates.scan_table(root, "features")  # lazily, as the asset reads it
-    closes = trade_dates.scan_table(root, "continuous_bars").select("ts_event", "root", "close").collect()
-    staging = Path(root.path) / "_scratch_dataset"  # as the asset: built in scratch, then stored
-    shutil.rmtree(staging, ignore_errors=True)
-    data = build_training_dataset(feats, close_prices=closes, out_dir=staging)
-    data.save(Path(root.path) / "training_dataset")
-    shutil.rmtree(staging, ignore_errors=True)
-    rows = sum(s["rows"] for s in data.meta["splits"].values())
-    return {"dataset_s": time.perf_counter() - t0, "rows": rows}
+    with dataset_store.updating(root):  # as the asset
+        done = dataset_dates.update(root)
+        dataset_dates.publish(root, done)
+    rows = sum(s["rows"] for s in done.data.meta["splits"].values())
+    return {"dataset_s": time.perf_counter() - t0, "rows": rows, "summarised": done.summarised}
+
+
+def _read(root) -> dict:
+    """The first reader of the current dataset: its arrays materialised into a cache."""
+    from foxhunt_pipeline.storage import dataset_store
+
+    cache = Path(root.path) / "_reader_cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    t0 = time.perf_counter()
+    data = dataset_store.load(root, cache)
+    rows = sum(s.n_rows for s in data.splits.values())
+    out = {"step": "read", "total_s": time.perf_counter() - t0, "rows": rows, "peak_mb": _peak_mb()}
+    shutil.rmtree(cache, ignore_errors=True)
+    return out
 
 
 def ingest(home: Path, batch: int) -> dict:
@@ -82,11 +95,13 @@ def child(step: str, warehouse: Path, last_file: str) -> dict:
         return ingest(warehouse, int(step.removeprefix("ingest")))
     from upath import UPath
 
-    from foxhunt_pipeline.features import build_features, by_date  # noqa: F401  (imports not timed)
+    from foxhunt_pipeline.features import build_features, by_date, dataset_dates  # noqa: F401  (imports not timed)
     from foxhunt_pipeline.features.dataset import build_training_dataset  # noqa: F401
     from foxhunt_pipeline.storage import continuous_dates
 
     root = UPath(warehouse)
+    if step == "read":
+        return _read(root)
     out: dict = {"step": step}
     t0 = time.perf_counter()
     if step == "full":
@@ -148,7 +163,7 @@ def prepare(days: int, work: Path) -> tuple[Path, Path, str, float]:
     return raw, raw_bars_partition_path(raw, files[-1].name), files[-1].name, ingest_s
 
 
-def bench(days: int, work: Path, per_file_up_to: int = 30) -> dict:
+def bench(days: int, work: Path, per_file_up_to: int = 30, skip_ingest: bool = False) -> dict:
     from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
 
     raw, last_part, last_name, ingest_s = prepare(days, work)
@@ -161,10 +176,11 @@ def bench(days: int, work: Path, per_file_up_to: int = 30) -> dict:
     held.parent.mkdir(parents=True)
     shutil.copyfile(last_part, held)
     day = _run_child("day", wh, last_name)
+    read = _run_child("read", wh, last_name)
     anchor = _run_child("anchor", wh, last_name)
     out = {"days": days, "files": len(list((raw / "raw_bars").iterdir())), "ingest_s": ingest_s,
-           "full": full, "day": day, "anchor": anchor}
-    for batch in (100, 1) if days <= per_file_up_to else (100,):
+           "full": full, "day": day, "read": read, "anchor": anchor}
+    for batch in () if skip_ingest else (100, 1) if days <= per_file_up_to else (100,):
         home = work / f"{days}d" / f"home-batch{batch}"
         shutil.rmtree(home, ignore_errors=True)
         shutil.copytree(work / f"{days}d" / "landing", home / "landing")
@@ -181,21 +197,26 @@ def report(rows: list[dict]) -> str:
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        for step in ("full", "day", "anchor"):
+        for step in ("full", "day", "read", "anchor"):
             s = r[step]
             lines.append(
                 f"| {r['days']} | {r['files']} | {s.get('rows', '')} | {step} | "
                 f"{s.get('continuous_s', float('nan')):.2f} | {s.get('features_s', float('nan')):.2f} | "
                 f"{s.get('dataset_s', float('nan')):.2f} | {s['total_s']:.2f} | "
                 f"{s.get('data_peak_mb', float('nan')):.0f} | {s['peak_mb']:.0f} |")
-    lines += ["", "| days | day / full (time) | day: cont+features s | full peak / 30-day full peak | "
-              "full peak / anchor peak | decode all files s |", "|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "| days | day total s | day / full (time) | day: cont+features s | full / anchor (time) | "
+              "full peak / 30-day full peak | full peak / anchor peak | read / anchor (time) | decode all files s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         cf = r["day"]["continuous_s"] + r["day"]["features_s"]
         lines.append(
-            f"| {r['days']} | {r['day']['total_s'] / r['full']['total_s']:.3f} | {cf:.2f} | "
+            f"| {r['days']} | {r['day']['total_s']:.2f} | {r['day']['total_s'] / r['full']['total_s']:.3f} | {cf:.2f} | "
+            f"{r['full']['total_s'] / r['anchor']['total_s']:.2f} | "
             f"{r['full']['peak_mb'] / base['full']['peak_mb']:.2f} | "
-            f"{r['full']['peak_mb'] / r['anchor']['peak_mb']:.2f} | {r['ingest_s']:.1f} |")
+            f"{r['full']['peak_mb'] / r['anchor']['peak_mb']:.2f} | "
+            f"{r['read']['total_s'] / r['anchor']['total_s']:.2f} | {r['ingest_s']:.1f} |")
+    if not any("ingest_batch100" in r for r in rows):
+        return "\n".join(lines)
     lines += ["", "| days | files | decode floor s (ingest_dbn_file, no Dagster) | foxhunt materialize raw_bars, "
               "100 files per run s | one run per file s | per-file / batched |", "|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -213,13 +234,14 @@ def main() -> None:
     ap.add_argument("--child", default=None)
     ap.add_argument("--warehouse", type=Path, default=None)
     ap.add_argument("--last", default="")
+    ap.add_argument("--skip-ingest", action="store_true", help="leave out the Dagster ingest runs")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.warehouse, args.last), default=str))
         return
     rows = []
     for d in args.days:
-        rows.append(bench(d, args.work))
+        rows.append(bench(d, args.work, skip_ingest=args.skip_ingest))
         print(report(rows), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))

@@ -16,6 +16,11 @@ roll. Layout of a dataset directory::
     <split>/segment.npy      int32   [N]     segment id (root x contract)
     <split>/root_index.npy   int16   [N]     index into meta["roots"]
     <split>/window_starts.npy int64  [W]
+
+The incremental dataset (``foxhunt_pipeline.features.dataset_dates``) stores raw per-date
+blocks instead; its ``meta.json`` carries a ``layout`` (:data:`LAYOUT`) and
+``foxhunt_pipeline.storage.dataset_store.local_dir`` materialises the directory above from
+it, so every reader loads the same arrays.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from torch.utils.data import Dataset
 from models.atomic import atomic_replace_dir
 
 SPLITS = ("train", "validation", "test")
+#: the ``meta.json`` key of a dataset stored as per-date blocks (not loadable as arrays here)
+LAYOUT = "layout"
 ARRAYS = ("observed", "known", "static", "targets", "ts_event", "segment", "root_index")
 DEFAULT_QUANTILES = tuple(round(0.1 * i, 1) for i in range(1, 10))
 
@@ -133,6 +140,9 @@ class TrainingData:
     def load(cls, path: str | os.PathLike[str], mmap: bool = True) -> TrainingData:
         path = Path(path)
         meta = json.loads((path / "meta.json").read_text())
+        if LAYOUT in meta:
+            raise ValueError(f"{path} holds a dataset stored as per-date blocks: read it with "
+                             "foxhunt_pipeline.storage.dataset_store.load (or local_dir)")
         mode = "r" if mmap else None
         splits = {}
         for name in SPLITS:

@@ -5,12 +5,19 @@ except the targets, which look ``horizon`` bars ahead within the segment. So the
 of dates [start, end] of a root are those of its segment read from the segment's first
 date (the warm-up, however long: EWMs have unbounded memory) up to the segment's next date
 after ``end`` (the targets of ``end``'s last bars), cut back to [start, end]. The segment
-starts come from the fronts table (``storage.continuous_dates``). Memory is one root's
-segment, whatever the length of the history.
+starts come from the fronts table (``storage.continuous_dates``).
+
+A date's rows of every root are one file, ``features/trade_date=D/data.parquet``: a
+parquet file costs per column chunk, so one file of four roots writes about as fast as
+one root's. Segments are computed in the order they end, each continuous_bars date is
+read once per run, and a date is written (and dropped from memory) as soon as the
+segments of all its roots are computed: memory is about one contract's life of the roots
+(the longest segment), whatever the length of the history.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -22,53 +29,102 @@ from foxhunt_pipeline.features.build import ShortStretch, _root_features, check_
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.features.library import FeatureConfig
 from foxhunt_pipeline.instruments.specs import spec
-from foxhunt_pipeline.storage import continuous_dates, trade_dates
+from foxhunt_pipeline.storage import continuous_dates, object_store, trade_dates
 
 TABLE = "features"
+PART = "data"  # the one file of a date (older warehouses hold one file per root)
 
 
-def segment_spans(fronts: pl.DataFrame, start: date, end: date) -> list[tuple[str, int, date, date]]:
-    """(root, contract_seq, first date to read, last date to read) of every segment that
-    trades in [start, end]."""
+@dataclass(frozen=True)
+class Span:
+    """A segment to compute: its rows are read from ``first`` to ``last`` (the warm-up before
+    the run's dates, the next date's first bars after them); ``days`` are its dates in the
+    run."""
+
+    root: str
+    seq: int
+    first: date
+    last: date
+    days: tuple[date, ...]
+
+
+def segment_spans(fronts: pl.DataFrame, start: date, end: date) -> list[Span]:
+    """Every segment that trades in [start, end], in the order they end in the run (so a
+    date's roots are complete as early as possible)."""
     spans = []
     for (root, seq), g in fronts.group_by("root", "contract_seq"):
-        days = g["day"]
-        if not ((days >= start) & (days <= end)).any():
+        days = g["day"].sort()
+        inside = days.filter((days >= start) & (days <= end))
+        if inside.is_empty():
             continue
         after = days.filter(days > end)
-        spans.append((root, int(seq), days.min(), after.min() if after.len() else end))
-    return sorted(spans)
+        spans.append(Span(root, int(seq), days.min(), after.min() if after.len() else end,
+                          tuple(inside.to_list())))
+    return sorted(spans, key=lambda s: (s.days[-1], s.root, s.seq))
+
+
+class ContinuousDates:
+    """The continuous_bars dates a run's segments read, each read once and dropped when no
+    segment left needs it."""
+
+    def __init__(self, root: UPath, spans: list[Span]):
+        self.parts = trade_dates.date_parts(root, continuous_dates.TABLE)
+        self.need: Counter[date] = Counter(d for s in spans for d in self._dates(s))
+        self.frames: dict[date, pl.DataFrame] = {}
+
+    def _dates(self, span: Span) -> list[date]:
+        return [d for d in self.parts if span.first <= d <= span.last]
+
+    def segment(self, span: Span) -> pl.DataFrame | None:
+        """The segment's bars from its first read date to its last, in time order."""
+        frames = []
+        for d in self._dates(span):
+            if d not in self.frames:
+                self.frames[d] = pl.concat(
+                    [object_store.read_parquet(p) for p in self.parts[d]], how="vertical_relaxed")
+            frames.append(self.frames[d].filter((pl.col("root") == span.root)
+                                                & (pl.col("contract_seq") == span.seq)))
+        return pl.concat(frames, how="vertical_relaxed") if frames else None
+
+    def done(self, span: Span) -> None:
+        for d in self._dates(span):
+            self.need[d] -= 1
+            if self.need[d] <= 0:
+                self.frames.pop(d, None)
 
 
 def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
                   validate: Callable[[pl.DataFrame], bool] | None = None,
-                  short: list[ShortStretch] | None = None,
-                  ) -> Iterator[tuple[str, pl.DataFrame, bool]]:
-    """(root, features rows of that root's dates in [start, end], passed), one segment at a
-    time. ``validate`` sees the whole stretch computed (from the segment's first date to
-    the date after ``end``): the contract's rule that targets are null only at the end of
-    the data holds there, not on a range cut out of a longer segment. Stretches of those
-    dates too short for the warm-up are appended to ``short``."""
+                  short: list[ShortStretch] | None = None, spans: list[Span] | None = None,
+                  ) -> Iterator[tuple[Span, pl.DataFrame | None, bool]]:
+    """(segment, its features rows of the dates in [start, end] or None, passed), one
+    segment at a time in the order they end. ``validate`` sees the whole stretch computed
+    (from the segment's first date to the date after ``end``): the contract's rule that
+    targets are null only at the end of the data holds there, not on a range cut out of a
+    longer segment. Stretches of those dates too short for the warm-up are appended to
+    ``short``. ``spans``: the run's segments (default: those of the fronts table)."""
     cfg = cfg or FeatureConfig()
-    fronts = continuous_dates.read_fronts(root)
-    for r, seq, first, last in segment_spans(fronts, start, end):
-        spec(r)  # unknown roots fail here, by name
-        bars = trade_dates.read_dates(
-            root, continuous_dates.TABLE, first, last,
-            where=(pl.col("root") == r) & (pl.col("contract_seq") == seq),
-        )
+    if spans is None:
+        spans = segment_spans(continuous_dates.read_fronts(root), start, end)
+    bars_of = ContinuousDates(root, spans)
+    for span in spans:
+        spec(span.root)  # unknown roots fail here, by name
+        bars = bars_of.segment(span)
+        bars_of.done(span)
         if bars is None or bars.is_empty():
+            yield span, None, True
             continue
         found: list[ShortStretch] = []
-        out = _root_features(check_continuous(bars), r, cfg, found)
+        out = _root_features(check_continuous(bars), span.root, cfg, found)
+        del bars
         if short is not None:
             short += [s for s in found if s.last >= start and s.first <= end]
         if out is None:
+            yield span, None, True
             continue
         passed = validate is None or validate(out)
         out = out.filter(trade_date_expr().is_between(start, end))
-        if out.height:
-            yield r, out, passed
+        yield span, (out if out.height else None), passed
 
 
 @dataclass
@@ -97,31 +153,57 @@ def short_notes(short: list[ShortStretch], warmup: int, start: date, end: date) 
     return out
 
 
+class _DateBuffer:
+    """Computed rows of dates whose other roots are still to come; a date is written once
+    every segment trading on it is computed (or dropped, when one of them failed)."""
+
+    def __init__(self, root: UPath, spans: list[Span], build: FeatureBuild):
+        self.root, self.build = root, build
+        self.pending: Counter[date] = Counter(d for s in spans for d in s.days)
+        self.parts: dict[date, dict[str, pl.DataFrame]] = {}
+        self.vetoed: set[date] = set()
+
+    def add(self, span: Span, frame: pl.DataFrame | None, passed: bool) -> None:
+        if not passed:
+            self.vetoed |= set(span.days)
+        elif frame is not None:
+            framed = frame.with_columns(_d=trade_date_expr())
+            for (day,), part in framed.partition_by("_d", as_dict=True, maintain_order=True).items():
+                self.parts.setdefault(day, {})[span.root] = part.drop("_d")
+        for day in span.days:
+            self.pending[day] -= 1
+            if self.pending[day] == 0:
+                self._flush(day)
+
+    def _flush(self, day: date) -> None:
+        parts = self.parts.pop(day, {})
+        if day in self.vetoed:
+            return  # the previous version of the date stays
+        if parts:
+            frame = pl.concat([parts[r] for r in sorted(parts)], how="vertical")
+            trade_dates.write_part(self.root, TABLE, day, frame, part=PART)
+            self.build.rows[day] = frame.height
+        trade_dates.replace_date(self.root, TABLE, day, [PART] if parts else [])
+
+
 def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
                 validate=None) -> FeatureBuild:
-    """Write ``features/trade_date=D/root=R.parquet`` for every date D in [start, end];
-    ``validate(frame) -> bool`` may veto a segment's rows (those dates keep their previous
-    version). Returns the rows written per date and the warnings (stretches too short for
-    the warm-up)."""
+    """Write ``features/trade_date=D/data.parquet`` (every root's rows) for every date D in
+    [start, end]; ``validate(frame) -> bool`` may veto a segment's rows (the dates it trades
+    on keep their previous version). Returns the rows written per date and the warnings
+    (stretches too short for the warm-up)."""
     cfg = cfg or FeatureConfig()
     build = FeatureBuild()
-    written: dict[date, list[str]] = {}
-    vetoed: set[date] = set()
     short: list[ShortStretch] = []
-    for r, frame, passed in feature_dates(root, start, end, cfg, validate, short):
-        framed = frame.with_columns(_d=trade_date_expr())
-        if not passed:
-            vetoed |= set(framed["_d"].unique().to_list())
-            continue
-        for (day,), part in framed.partition_by("_d", as_dict=True, maintain_order=True).items():
-            trade_dates.write_part(root, TABLE, day, part.drop("_d"), part=f"root={r}")
-            written.setdefault(day, []).append(f"root={r}")
-            build.rows[day] = build.rows.get(day, 0) + part.height
-    for day in trade_dates.stored_dates(root, TABLE):
-        if start <= day <= end and day not in vetoed:
-            trade_dates.replace_date(root, TABLE, day, written.get(day, []))
+    spans = segment_spans(continuous_dates.read_fronts(root), start, end)
+    buffer = _DateBuffer(root, spans, build)
+    for span, frame, passed in feature_dates(root, start, end, cfg, validate, short, spans):
+        buffer.add(span, frame, passed)
+    for day in trade_dates.stored_dates(root, TABLE):  # dates no segment trades on any more
+        if start <= day <= end and day not in buffer.pending:
+            trade_dates.replace_date(root, TABLE, day, [])
     build.notes += short_notes(short, cfg.warmup_bars, start, end)
     return build
 
 
-__all__ = ["FeatureBuild", "build_dates", "feature_dates", "segment_spans", "short_notes"]
+__all__ = ["FeatureBuild", "Span", "build_dates", "feature_dates", "segment_spans", "short_notes"]

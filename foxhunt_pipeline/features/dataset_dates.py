@@ -1,0 +1,364 @@
+"""The training dataset, incrementally: raw per-date blocks, split and normalised on read.
+
+``features.dataset.build_training_dataset`` reads the whole history into split, normalised
+arrays: its split is a fraction of all dates and its normalisation is fitted on the train
+part, so every new date used to rebuild everything. Here each trade date is summarised
+once, when its features arrive (``summarise``: row index, per-(root, contract) running
+moments of the observed features, the cells that are not finite, the date's closes), and
+stored with its features files as an immutable block (``storage.dataset_store``). An update
+(``update``) summarises only the dates whose features changed and derives the split, the
+embargo, the train-only normalisation (the moments of the train blocks combined: a new date
+adds its moments, no pass over the wide history), the windows and every ``meta`` field of
+the arrays builder from the summaries; readers materialise the arrays from the blocks
+(``dataset_store.local_dir``), equal to the arrays builder's (within the float rounding of
+the combined statistics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any
+
+import numpy as np
+import polars as pl
+from upath import UPath
+
+from foxhunt_pipeline.features.dataset import (
+    STD_FLOOR,
+    DatasetConfig,
+    DatasetError,
+    _names,
+    _split_bounds,
+    _utc,
+    feature_hash,
+)
+from foxhunt_pipeline.instruments.sessions import stretch_numbers
+from foxhunt_pipeline.instruments.specs import spec
+from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
+from models.windows import DEFAULT_QUANTILES, LAYOUT, SPLITS, TrainingData, valid_window_starts
+
+FEATURES = "features"
+SUMMARY_VERSION = 1  # in every block name: a change of what a summary holds makes new blocks
+_NF = ("observed_nan", "observed_inf", "known", "static", "targets")  # kinds of non-finite cells
+
+
+def summarise(features: pl.DataFrame | None, closes: pl.DataFrame | None) -> dict[str, np.ndarray]:
+    """One trade date's summary. ``features``: the date's rows in canonical order
+    (``dataset_store.canonical``); ``closes``: its continuous_bars (root, ts_event, close).
+    Units are the runs of one (root, contract) in that order."""
+    out: dict[str, np.ndarray] = {}
+    if features is not None and features.height:
+        cols = features.columns
+        observed = [c for c in cols if c.startswith("f_")]
+        known = [c for c in cols if c.startswith("k_")]
+        static = [c for c in cols if c.startswith("s_")]
+        targets = sorted((c for c in cols if c.startswith("y_") and c[2:].isdigit()), key=lambda c: int(c[2:]))
+        run = features.select(((pl.col("root") != pl.col("root").shift(1))
+                               | (pl.col("contract_seq") != pl.col("contract_seq").shift(1)))
+                              .fill_null(True).alias("b"))["b"].to_numpy()
+        starts = np.flatnonzero(run)
+        bounds = np.append(starts, features.height)
+        stats = []
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            stats.append(features.slice(int(lo), int(hi - lo)).select(
+                *[pl.col(c).cast(pl.Float64).count().cast(pl.Float64).alias(f"n{i}") for i, c in enumerate(observed)],
+                *[pl.col(c).cast(pl.Float64).mean().alias(f"m{i}") for i, c in enumerate(observed)],
+                *[pl.col(c).cast(pl.Float64).var(ddof=0).alias(f"v{i}") for i, c in enumerate(observed)],
+            ).to_numpy().astype(np.float64).reshape(3, len(observed)))
+        moments = np.stack(stats)  # [U, 3, F]: count, mean, variance (None -> NaN)
+        x = features.select(observed).to_numpy()
+        nulls = features.select(pl.col(observed).is_null()).to_numpy()
+        cells = {
+            "observed_nan": np.isnan(x) | nulls,
+            "observed_inf": np.isinf(x),
+            "known": ~np.isfinite(features.select(pl.col(known).cast(pl.Float32)).to_numpy()
+                                  .reshape(features.height, len(known))),
+            "static": ~np.isfinite(features.select(pl.col(static).cast(pl.Float32)).to_numpy()
+                                   .reshape(features.height, len(static))),
+        }
+        y = features.select(pl.col(targets).cast(pl.Float32)).to_numpy().reshape(features.height, len(targets))
+        cells["targets"] = np.isinf(y)
+        for k in _NF:
+            r, c = np.nonzero(cells[k])
+            out[f"nf_{k}"] = np.stack([r, c]).astype(np.int32)
+        out.update(
+            columns=np.asarray(cols), unit_root=features.get_column("root").gather(starts).to_numpy().astype(str),
+            unit_seq=features.get_column("contract_seq").gather(starts).to_numpy().astype(np.int64),
+            unit_bounds=bounds.astype(np.int64), moments=moments,
+            ts=features.get_column("ts_event").dt.epoch("ns").to_numpy(),
+            target_finite=np.isfinite(y), y1=y[:, 0] if y.shape[1] else np.zeros(features.height, np.float32))
+    if closes is not None and closes.height:
+        c = closes.sort("root", "ts_event", maintain_order=True)
+        out.update(close_root=c.get_column("root").to_numpy().astype(str),
+                   close_ts=c.get_column("ts_event").dt.epoch("ns").to_numpy(),
+                   close=c.get_column("close").cast(pl.Float64).to_numpy())
+    return out
+
+
+@dataclass
+class DatasetUpdate:
+    """What ``update`` made: the dataset's ``meta`` (with its layout), shape-only splits
+    (the narrow arrays; for warnings and metadata), and how many blocks it summarised."""
+
+    data: TrainingData
+    layout: dict[str, Any]
+    summarised: int = 0
+    reused: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {**self.data.meta, LAYOUT: self.layout}
+
+
+def _date_sources(root: UPath, first: date | None, last: date | None) -> dict[date, tuple[list, list]]:
+    """(features parts, continuous_bars parts) of every stored date in [first, last]."""
+    feats = trade_dates.date_parts(root, FEATURES)
+    cont = trade_dates.date_parts(root, continuous_dates.TABLE)
+    days = sorted(set(feats) | set(cont))
+    return {d: (feats.get(d, []), cont.get(d, [])) for d in days
+            if (first is None or d >= first) and (last is None or d <= last)}
+
+
+def _block(root: UPath, day: date, feats: list[UPath], cont: list[UPath]) -> tuple[str, bool]:
+    """The date's block, stored if new: (name, whether it was summarised now)."""
+    name = f"{day.isoformat()}-v{SUMMARY_VERSION}-{dataset_store.source_stamp([*feats, *cont])}"
+    if dataset_store.has_block(root, name):
+        return name, False
+    frame = None
+    if feats:
+        frames = [object_store.read_parquet(p) for p in feats]
+        frame = dataset_store.canonical(pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0])
+    closes = None
+    if cont:
+        closes = pl.concat([object_store.read_parquet(p, columns=["root", "ts_event", "close"]) for p in cont],
+                           how="vertical_relaxed")
+    dataset_store.add_block(root, name, feats, summarise(frame, closes))
+    return name, True
+
+
+def update(root: UPath, config: DatasetConfig | None = None, first: date | None = None,
+           last: date | None = None) -> DatasetUpdate:
+    """Summarise the dates in [first, last] whose features changed since their block was
+    stored and plan the dataset over all of them (nothing is published: see ``publish``)."""
+    cfg = config or DatasetConfig()
+    names, summaries, made = [], [], 0
+    for day, (feats, cont) in _date_sources(root, first, last).items():
+        name, new = _block(root, day, feats, cont)
+        made += new
+        names.append(name)
+        summaries.append((day, dataset_store.read_summary(root, name)))
+    out = plan(summaries, names, cfg)
+    out.summarised, out.reused = made, len(names) - made
+    return out
+
+
+def publish(root: UPath, done: DatasetUpdate) -> str:
+    return dataset_store.publish(root, done.meta)
+
+
+def _combine(parts: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population std of the union of groups given as [3, F] (count, mean,
+    variance) rows, combined pairwise (Chan et al.): stable whatever the number of dates.
+    NaN in a group (a NaN value) stays NaN, as in a polars mean over the whole column."""
+    n = m = m2 = None
+    for g in parts:
+        nb, mb, vb = g[0], np.nan_to_num(g[1], nan=0.0) * (g[0] > 0), np.nan_to_num(g[2], nan=0.0) * (g[0] > 0)
+        nan = (g[0] > 0) & (np.isnan(g[1]) | np.isnan(g[2]))
+        if n is None:
+            n, m, m2 = nb.copy(), mb.copy(), vb * nb
+            bad = nan.copy()
+            continue
+        tot = n + nb
+        with np.errstate(invalid="ignore", divide="ignore"):
+            delta = mb - m
+            m = np.where(tot > 0, m + delta * np.where(tot > 0, nb / tot, 0.0), 0.0)
+            m2 = m2 + vb * nb + np.where(tot > 0, delta * delta * n * nb / tot, 0.0)
+        n = tot
+        bad |= nan
+    if n is None:
+        return np.zeros(0), np.zeros(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, m, np.nan)
+        std = np.sqrt(np.where(n > 0, m2 / n, np.nan))
+    mean[bad], std[bad] = np.nan, np.nan
+    return mean, std
+
+
+def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[str], cfg: DatasetConfig
+         ) -> DatasetUpdate:
+    """The arrays builder's split, embargo, statistics, windows and ``meta``, from the
+    summaries of its dates (in date order): see ``features.dataset.build_training_dataset``."""
+    with_rows = [(i, d, s) for i, (d, s) in enumerate(summaries) if "ts" in s and s["ts"].size]
+    if not with_rows:
+        raise DatasetError("features table is empty: no dates available")
+    columns = [str(c) for c in with_rows[0][2]["columns"]]
+    observed, known, static, targets = _names(columns, cfg.horizon)
+    all_targets = sorted((c for c in columns if c.startswith("y_") and c[2:].isdigit()), key=lambda c: int(c[2:]))
+    t_idx = [all_targets.index(t) for t in targets]
+    per_date = pl.DataFrame({"_date": [d for _, d, _ in with_rows], "len": [int(s["ts"].size) for _, _, s in with_rows]},
+                            schema={"_date": pl.Date, "len": pl.UInt32})
+    bounds = _split_bounds(per_date, cfg)
+    split_of = {d: name for name in SPLITS for d in bounds[name]}
+    units = []  # (root, date, seq, block index, lo, hi, unit index) in date order
+    for i, d, s in with_rows:
+        b = s["unit_bounds"]
+        for u, (r, q) in enumerate(zip(s["unit_root"], s["unit_seq"], strict=True)):
+            units.append((str(r), d, int(q), i, int(b[u]), int(b[u + 1]), u))
+    seg_dates = pl.DataFrame([(r, q, d) for r, d, q, *_ in units], schema={"root": pl.String, "contract_seq": pl.Int64,
+                                                                           "_date": pl.Date}, orient="row").unique()
+    stretch_of = {(r, d): k for r, d, k in stretch_numbers(seg_dates, "_date").iter_rows()}
+    segments = sorted({(r, q, stretch_of[(r, d)]) for r, q, d in seg_dates.iter_rows()})
+    roots = list(dict.fromkeys(r for r, _, _ in segments))
+    segment_of = {key: i for i, key in enumerate(segments)}
+    by_block = dict(summaries)
+    block_of = {d: i for i, (d, _) in enumerate(summaries)}
+
+    rows_of: dict[tuple[str, str], int] = {}
+    for r, d, _q, _i, lo, hi, _u in units:
+        rows_of[(split_of[d], r)] = rows_of.get((split_of[d], r), 0) + hi - lo
+    kept = {(name, r): (n if name == "train" else max(n - cfg.embargo, 0)) for (name, r), n in rows_of.items()}
+    for name in SPLITS:
+        if sum(kept.get((name, r), 0) for r in roots) == 0:
+            raise DatasetError(
+                f"split {name!r} is empty after the {cfg.embargo}-bar embargo: its trade dates "
+                f"{[str(d) for d in bounds[name]]} hold too few bars")
+
+    train_units = [by_block[d]["moments"][u] for r, d, _q, _i, _lo, _hi, u in units if split_of[d] == "train"]
+    f_cols = [c for c in columns if c.startswith("f_")]
+    f_pos = [f_cols.index(c) for c in observed]
+    mean, std = _combine(m[:, f_pos] for m in train_units)
+    mean = np.nan_to_num(mean)
+    std = np.where(np.isfinite(std) & (std > STD_FLOOR), std, 1.0)
+
+    widths = {"observed": len(observed), "known": len(known), "static": len(static), "targets": len(targets)}
+    layout: dict[str, Any] = {"blocks": blocks, "splits": {}}
+    splits, split_meta = {}, {}
+    nonfinite: dict[str, int] = {}
+    train_lo = train_hi = None
+    y1_train = []
+    for name in SPLITS:
+        pieces, ts, seg, ri_arr, tf, dates = [], [], [], [], [], []
+        counts = {k: np.zeros(widths[k], np.int64) for k in widths}
+        for ri, r in enumerate(roots):
+            seen = 0
+            for rr, d, q, _i, lo, hi, _u in units:
+                if rr != r or split_of[d] != name:
+                    continue
+                skip = 0 if name == "train" else max(cfg.embargo - seen, 0)
+                seen += hi - lo
+                start = lo + min(skip, hi - lo)
+                if start >= hi:
+                    continue
+                s = by_block[d]
+                segment = segment_of[(r, q, stretch_of[(r, d)])]
+                pieces.append([block_of[d], start, hi, ri, segment])
+                ts.append(s["ts"][start:hi])
+                seg.append(np.full(hi - start, segment, np.int32))
+                ri_arr.append(np.full(hi - start, ri, np.int16))
+                tf.append(s["target_finite"][start:hi][:, t_idx].all(axis=1))
+                dates.append(d)
+                if name == "train":
+                    y1_train.append(s["y1"][start:hi])
+                _count_cells(counts, s, start, hi, cfg.clip_sigma, t_idx)
+        n = int(sum(a.size for a in ts))
+        ts_a = np.concatenate(ts) if ts else np.zeros(0, np.int64)
+        seg_a = np.concatenate(seg) if seg else np.zeros(0, np.int32)
+        finite = np.where(np.concatenate(tf), 0.0, np.nan)[:, None] if tf else np.zeros((0, 1))
+        starts = valid_window_starts(seg_a, finite, cfg.lookback, cfg.horizon)
+        if starts.size == 0:
+            raise DatasetError(
+                f"split {name!r} has no complete window of {cfg.lookback}+{cfg.horizon} bars in one "
+                f"contract; its trade dates: {[str(d) for d in bounds[name]]}")
+        splits[name] = dataset_store.shape_only(n, widths, ts_a, seg_a,
+                                                np.concatenate(ri_arr), starts.astype(np.int64))
+        layout["splits"][name] = {"rows": n, "pieces": pieces}
+        split_meta[name] = {"rows": n, "windows": int(starts.size), "first_date": str(min(dates)),
+                            "last_date": str(max(dates)), "first_ts": str(_utc(ts_a.min())),
+                            "last_ts": str(_utc(ts_a.max()))}
+        if name == "train":
+            train_lo, train_hi = int(ts_a.min()), int(ts_a.max())
+        names = {"observed": observed, "known": known, "static": static, "targets": targets}
+        for k in ("observed", "known", "static", "targets"):
+            for j in np.flatnonzero(counts[k]):
+                nonfinite[f"{name}.{names[k][j]}"] = int(counts[k][j])
+
+    y1 = np.concatenate(y1_train).astype(np.float64) if y1_train else np.zeros(0)
+    scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
+    levels, source = _levels(roots, summaries, train_lo, train_hi)
+    costs = []
+    for r in roots:
+        sp = spec(r)
+        cost_price = cfg.cost_ticks * sp.tick_size + cfg.fee_per_contract / sp.multiplier
+        costs.append(float(np.log1p(cost_price / levels[r])))
+    meta = {
+        "format_version": 1,
+        "lookback": cfg.lookback,
+        "horizon": cfg.horizon,
+        "quantiles": list(DEFAULT_QUANTILES),
+        "observed_names": observed,
+        "known_names": known,
+        "static_names": static,
+        "target_names": targets,
+        "roots": roots,
+        "cost_log_return": costs,
+        "cost_price_source": source,
+        "price_levels": [levels[r] for r in roots],
+        "bar_seconds": cfg.bar_seconds,
+        "bars_per_year": cfg.bars_per_year,
+        "target_scale": scale if np.isfinite(scale) and scale > 0 else 1.0,
+        "feature_count": len(observed),
+        "feature_hash": feature_hash(observed, known, static, targets, cfg),
+        "embargo_bars": cfg.embargo,
+        "normalization": {"mean": mean.tolist(), "std": std.tolist(), "clip_sigma": cfg.clip_sigma},
+        "dataset_config": asdict(cfg),
+        "splits": split_meta,
+        "nonfinite": nonfinite,
+    }
+    return DatasetUpdate(data=TrainingData(meta=meta, splits=splits), layout=layout)
+
+
+def _count_cells(counts: dict[str, np.ndarray], s: Mapping[str, np.ndarray], lo: int, hi: int,
+                 clip: float | None, t_idx: list[int]) -> None:
+    """Non-finite cells of rows [lo, hi) per dataset column, as the arrays builder counts
+    them on its arrays: NaN observed (inf too when nothing clips it), non-finite known and
+    static inputs, infinite targets."""
+    kinds = {"observed": ["observed_nan"] + (["observed_inf"] if clip is None else []),
+             "known": ["known"], "static": ["static"], "targets": ["targets"]}
+    for k, sources in kinds.items():
+        for src in sources:
+            cells = s.get(f"nf_{src}")
+            if cells is None or not cells.size:
+                continue
+            rows, cols = cells
+            inside = (rows >= lo) & (rows < hi)
+            if inside.any():
+                hits = np.bincount(cols[inside], minlength=max(len(t_idx), counts[k].size, int(cols.max()) + 1))
+                counts[k] += hits[t_idx] if k == "targets" else hits[:counts[k].size]
+
+
+def _levels(roots: list[str], summaries: list[tuple[date, Mapping[str, np.ndarray]]], lo: int | None,
+            hi: int | None) -> tuple[dict[str, float], str]:
+    """Train median close per root from the stored closes (continuous_bars of the dates in
+    the dataset's window, between the first and last train bar), as the asset passes them;
+    without any closes, ``instruments.ROOTS``' typical prices."""
+    if not any("close" in s for _, s in summaries):
+        return {r: float(spec(r).price_level) for r in roots}, "instruments.ROOTS price_level"
+    closes: dict[str, list[np.ndarray]] = {}
+    for _, s in summaries:
+        if "close" not in s:
+            continue
+        inside = (s["close_ts"] >= lo) & (s["close_ts"] <= hi)
+        if not inside.any():
+            continue
+        for r in np.unique(s["close_root"][inside]):
+            closes.setdefault(str(r), []).append(s["close"][inside & (s["close_root"] == r)])
+    missing = [r for r in roots if r not in closes]
+    if missing:
+        raise DatasetError(f"close_prices has no train-period closes for roots {missing}")
+    return {r: float(np.median(np.concatenate(closes[r]))) for r in roots}, "train median close"
+
+
+__all__ = ["DatasetUpdate", "plan", "publish", "summarise", "update"]
