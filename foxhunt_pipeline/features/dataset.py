@@ -344,15 +344,40 @@ def build_training_dataset(
             "first_ts": str(_utc(ts.min())),
             "last_ts": str(_utc(ts.max())),
         }
-    y1 = splits["train"].targets[:, 0].astype(np.float64)
-    scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
     levels, source = _price_levels(roots, (moments["lo"], moments["hi"]), close_prices, price_levels)
+    # counted while building (features.finite's rule and naming): checking a dataset
+    # stored on disk would read it all back
+    nonfinite = _nonfinite_names(arrays, {"observed": observed, "known": known, "static": static,
+                                          "targets": targets})
+    meta = dataset_meta(cfg, (observed, known, static, targets), roots, levels, source,
+                        splits["train"].targets[:, 0], mean, std, split_meta, nonfinite)
+    if out_dir is None:
+        return TrainingData(meta=meta, splits=splits)
+    # the wide arrays are already in out_dir: the narrow ones and meta.json join them
+    for name, split in splits.items():
+        for k in BIG_ARRAYS:
+            arrays[name][k].close()
+        for k in ("targets", "ts_event", "segment", "root_index", "window_starts"):
+            np.save(Path(out_dir) / name / f"{k}.npy", getattr(split, k), allow_pickle=False)
+    TrainingData(meta=meta).write_into(Path(out_dir))
+    return TrainingData.load(out_dir, mmap=True)
+
+
+def dataset_meta(cfg: DatasetConfig, names: tuple[list[str], list[str], list[str], list[str]],
+                 roots: list[str], levels: Mapping[str, float], source: str,
+                 train_next_return: np.ndarray, mean: np.ndarray, std: np.ndarray,
+                 split_meta: dict[str, Any], nonfinite: dict[str, int]) -> dict[str, Any]:
+    """A dataset's ``meta.json``: one definition for the whole-history builder and the
+    per-date one (``dataset_dates``), so both describe a dataset the same way."""
+    observed, known, static, targets = names
+    y1 = np.asarray(train_next_return, np.float64)
+    scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
     costs = []
     for r in roots:
         sp = spec(r)
         cost_price = cfg.cost_ticks * sp.tick_size + cfg.fee_per_contract / sp.multiplier
         costs.append(float(np.log1p(cost_price / levels[r])))
-    meta = {
+    return {
         "format_version": 1,
         "lookback": cfg.lookback,
         "horizon": cfg.horizon,
@@ -374,21 +399,8 @@ def build_training_dataset(
         "normalization": {"mean": mean.tolist(), "std": std.tolist(), "clip_sigma": cfg.clip_sigma},
         "dataset_config": asdict(cfg),
         "splits": split_meta,
-        # counted while building (features.finite's rule and naming): checking a dataset
-        # stored on disk would read it all back
-        "nonfinite": _nonfinite_names(arrays, {"observed": observed, "known": known, "static": static,
-                                               "targets": targets}),
+        "nonfinite": nonfinite,
     }
-    if out_dir is None:
-        return TrainingData(meta=meta, splits=splits)
-    # the wide arrays are already in out_dir: the narrow ones and meta.json join them
-    for name, split in splits.items():
-        for k in BIG_ARRAYS:
-            arrays[name][k].close()
-        for k in ("targets", "ts_event", "segment", "root_index", "window_starts"):
-            np.save(Path(out_dir) / name / f"{k}.npy", getattr(split, k), allow_pickle=False)
-    TrainingData(meta=meta).write_into(Path(out_dir))
-    return TrainingData.load(out_dir, mmap=True)
 
 
 def _nonfinite_names(arrays: dict, names: dict[str, list[str]]) -> dict[str, int]:

@@ -17,7 +17,7 @@ the combined statistics).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -32,12 +32,12 @@ from foxhunt_pipeline.features.dataset import (
     _names,
     _split_bounds,
     _utc,
-    feature_hash,
+    dataset_meta,
 )
 from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
-from models.windows import DEFAULT_QUANTILES, LAYOUT, SPLITS, TrainingData, valid_window_starts
+from models.windows import LAYOUT, SPLITS, TrainingData, valid_window_starts
 
 FEATURES = "features"
 SUMMARY_VERSION = 1  # in every block name: a change of what a summary holds makes new blocks
@@ -286,37 +286,9 @@ def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[st
                 nonfinite[f"{name}.{names[k][j]}"] = int(counts[k][j])
 
     y1 = np.concatenate(y1_train).astype(np.float64) if y1_train else np.zeros(0)
-    scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
     levels, source = _levels(roots, summaries, train_lo, train_hi)
-    costs = []
-    for r in roots:
-        sp = spec(r)
-        cost_price = cfg.cost_ticks * sp.tick_size + cfg.fee_per_contract / sp.multiplier
-        costs.append(float(np.log1p(cost_price / levels[r])))
-    meta = {
-        "format_version": 1,
-        "lookback": cfg.lookback,
-        "horizon": cfg.horizon,
-        "quantiles": list(DEFAULT_QUANTILES),
-        "observed_names": observed,
-        "known_names": known,
-        "static_names": static,
-        "target_names": targets,
-        "roots": roots,
-        "cost_log_return": costs,
-        "cost_price_source": source,
-        "price_levels": [levels[r] for r in roots],
-        "bar_seconds": cfg.bar_seconds,
-        "bars_per_year": cfg.bars_per_year,
-        "target_scale": scale if np.isfinite(scale) and scale > 0 else 1.0,
-        "feature_count": len(observed),
-        "feature_hash": feature_hash(observed, known, static, targets, cfg),
-        "embargo_bars": cfg.embargo,
-        "normalization": {"mean": mean.tolist(), "std": std.tolist(), "clip_sigma": cfg.clip_sigma},
-        "dataset_config": asdict(cfg),
-        "splits": split_meta,
-        "nonfinite": nonfinite,
-    }
+    meta = dataset_meta(cfg, (observed, known, static, targets), roots, levels, source, y1,
+                        mean, std, split_meta, nonfinite)
     return DatasetUpdate(data=TrainingData(meta=meta, splits=splits), layout=layout)
 
 
