@@ -430,7 +430,12 @@ def train_dqn(
 def make_ppo(data: TrainingData, config: PPOConfig | None = None,
              state: RowState | None = None) -> PPO:
     """An untrained SB3 PPO on ``n_envs`` copies of the train env (see ``vec_env``)."""
-    config = config or PPOConfig()
+    return _ppo_on_train(data, config or PPOConfig(), state)[0]
+
+
+def _ppo_on_train(data: TrainingData, config: PPOConfig, state: RowState | None
+                  ) -> tuple[PPO, MarketData]:
+    """``make_ppo`` and the train split it was prepared on (what imitation reads)."""
     train, policy_kwargs = _prepare(data, config, state)
     policy_kwargs["net_arch"] = {"pi": list(config.net_arch), "vf": list(config.net_arch)}
     return PPO(
@@ -450,7 +455,7 @@ def make_ppo(data: TrainingData, config: PPOConfig | None = None,
         seed=config.seed,
         device=config.device,
         verbose=0,
-    )
+    ), train
 
 
 def train_ppo(
@@ -465,9 +470,8 @@ def train_ppo(
     each validation curve point."""
     config = config or PPOConfig()
     state = agent_state(data, config, forecasters, forecaster_train_configs)
-    model = make_ppo(data, config, state)
+    model, train = _ppo_on_train(data, config, state)
     if config.imitate_epochs and state is not None:
-        train = prepare_market_data(data, "train", config.env, state=state)
         imitate_rule(model, train, state.layout, config.imitate_epochs, seed=config.seed)
     val = prepare_market_data(data, eval_split, config.env, state=state)
     return _learn("ppo", model, config, val, on_eval)
