@@ -294,7 +294,8 @@ def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConf
             done = scored(protocol_id_for(pool, walk_forward_config(config),
                                           n_compared=n_compared(config),
                                           cost_multiplier=config.cost_multiplier,
-                                          bootstrap=config.bootstrap))
+                                          bootstrap=config.bootstrap,
+                                          threshold_k=config.threshold_k))
             baselines = [b for b in baselines if b.name not in done]
         candidates = [family_candidate(family, checkpoint, device, logged, cache_dir), *baselines]
         return walk_forward(pool, candidates, walk_forward_config(config),

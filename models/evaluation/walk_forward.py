@@ -13,9 +13,12 @@ The protocol, the same for every model and baseline:
   part only, and every candidate is fitted from scratch on it (``Candidate.fit``).
 * Every candidate is scored on the same decision bars and costs (``models.evaluation
   .backtest``). A forecaster trades its median forecast of the ``decision_horizon``-bar
-  return (default: the dataset's horizon) against ``threshold_k`` x the one-way cost: a
-  1-bar forecast of a drift that pays over 5 bars seldom clears one tick, so the 1-bar rule
-  hid the skill the generator's drift offers (``docs/synthetic.md``). Metrics per fold and
+  return (default: the dataset's horizon) through a no-trade band (``backtest
+  .band_positions``): it enters beyond ``threshold_k`` x the one-way cost and holds until the
+  forecast changes sign. A 1-bar forecast of a drift that pays over 5 bars seldom clears
+  one tick, so the 1-bar rule hid the skill the generator's drift offers, and leaving a
+  trade as soon as the forecast fell inside the band paid the cost twice as often
+  (``docs/synthetic.md``). Metrics per fold and
   pooled over all test bars, with circular block
   bootstrap CIs over the pooled bars at the level the caller gives (Bonferroni-adjusted
   for the number of models and baselines compared: ``bonferroni_level``).
@@ -35,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from models.evaluation.backtest import decision_rows, run_backtest, threshold_positions
+from models.evaluation.backtest import band_positions, decision_rows, run_backtest
 from models.evaluation.candidates import Candidate, climatology_candidate, trading_baselines
 from models.evaluation.metrics import (
     forecast_metrics,
@@ -280,7 +283,7 @@ def score_fold(candidate: Candidate, data: TrainingData, fold: Fold, *,
         outcome = np.asarray(split.targets[rows], np.float64) / data.target_scale
         qm = {k: v for k, v in forecast_metrics(pred, outcome, quantiles).items()
               if k in ("q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean")}
-        pos = threshold_positions(median[:, h - 1] * data.target_scale, cost, threshold_k)
+        pos = band_positions(median[:, h - 1] * data.target_scale, cost, runs, threshold_k)
     else:
         pos = _positions_of(candidate.name, out, split, rows)
     bt = run_backtest(pos, returns, cost, runs, float(data.meta["bars_per_year"]))
@@ -374,10 +377,12 @@ def dataset_version(pool: RowPool) -> str:
 
 def protocol_of(pool: RowPool, folds: Sequence[Fold], config: WalkForwardConfig, *,
                 cost_multiplier: float, level: float, bootstrap: int,
-                decision_horizon: int | None = None) -> dict[str, Any]:
+                decision_horizon: int | None = None, threshold_k: float = 1.0) -> dict[str, Any]:
     meta = pool.meta
     return {
         "decision_horizon": _decision_horizon(meta, decision_horizon),
+        "forecaster_rule": {"rule": "band", "enter_cost_multiple": float(threshold_k),
+                            "exit": "sign change"},
         "dataset_version": dataset_version(pool),
         "folds": [{"fold": f.number, **f.describe()} for f in folds],
         "walk_forward": asdict(config),
@@ -395,13 +400,13 @@ def protocol_hash(protocol: Mapping[str, Any]) -> str:
 
 def protocol_id_for(pool: RowPool, config: WalkForwardConfig, *, n_compared: int,
                     cost_multiplier: float = 1.0, bootstrap: int = 1000,
-                    decision_horizon: int | None = None) -> str:
+                    decision_horizon: int | None = None, threshold_k: float = 1.0) -> str:
     """The id ``walk_forward`` will give its result, known before anything is trained (so a
     caller can skip candidates already scored under it)."""
     return protocol_hash(protocol_of(pool, plan_folds(pool.dates, config), config,
                                      cost_multiplier=cost_multiplier,
                                      level=bonferroni_level(n_compared), bootstrap=bootstrap,
-                                     decision_horizon=decision_horizon))
+                                     decision_horizon=decision_horizon, threshold_k=threshold_k))
 
 
 def walk_forward(
@@ -449,7 +454,8 @@ def walk_forward(
                                                threshold_k=threshold_k,
                                                decision_horizon=decision_horizon, row_days=days))
     protocol = protocol_of(pool, folds, config, cost_multiplier=cost_multiplier, level=level,
-                           bootstrap=bootstrap, decision_horizon=decision_horizon)
+                           bootstrap=bootstrap, decision_horizon=decision_horizon,
+                           threshold_k=threshold_k)
     results = {}
     baselines = {**{n: ScoredBars.concat(b) for n, b in ref_bars.items()},
                  **{c.name: ScoredBars.concat([sb for _, sb in per[c.name]]) for c in candidates

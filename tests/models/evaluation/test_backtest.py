@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.evaluation.backtest import decision_rows, run_backtest, threshold_positions
+from models.evaluation.backtest import (
+    band_action,
+    band_positions,
+    decision_rows,
+    run_backtest,
+    threshold_positions,
+)
 from models.evaluation.baselines import (
     buy_and_hold_positions,
     climatology_forecast,
@@ -113,6 +119,37 @@ def test_threshold_rule_is_cost_aware():
     assert threshold_positions(f, 0.0, k=1.0).tolist() == [1, -1, 1, -1, 0]
     with pytest.raises(ValueError, match="row 1"):
         threshold_positions(np.array([0.0, np.nan]), 1e-5)
+
+
+def test_the_band_enters_beyond_the_cost_and_exits_when_the_sign_turns():
+    f = np.array([1e-5, 3e-5, 1e-5, 0.5e-5, -1e-5, -3e-5, -1e-5, 0.0, -1e-5, 3e-5, 1e-5])
+    assert band_positions(f, 2e-5, _one_segment(f.size)).tolist() == [
+        0, 1, 1, 1, 0, -1, -1, 0, 0, 1, 1]
+    # a new segment starts flat: the position held in the last one is not carried
+    seg = np.r_[np.zeros(3, np.int64), np.ones(8, np.int64)]
+    assert band_positions(f, 2e-5, seg)[3] == 0.0
+    assert band_positions(f, 2e-5, seg, k=2.0).tolist() == [0] * 11
+    with pytest.raises(ValueError, match="row 1"):
+        band_positions(np.array([0.0, np.nan]), 1e-5, _one_segment(2))
+
+
+def test_the_vectorised_band_is_the_one_step_rule_applied_bar_after_bar():
+    rng = np.random.default_rng(5)
+    n = 4000
+    f = rng.normal(0, 2e-5, n) * (rng.random(n) > 0.05)  # some exact zeros
+    cost = rng.uniform(1e-5, 3e-5, n)
+    seg = np.cumsum(rng.random(n) < 0.01)
+    held, expected = 0.0, np.zeros(n)
+    for i in range(n):
+        if i and seg[i] != seg[i - 1]:
+            held = 0.0
+        held = float(band_action(f[i:i + 1], 1.5 * cost[i:i + 1], held)[0])
+        expected[i] = held
+    got = band_positions(f, cost, seg, k=1.5)
+    np.testing.assert_array_equal(got, expected)
+    # it trades less than the symmetric band on the same forecasts
+    changes = lambda p: int(np.abs(np.diff(p)).sum())  # noqa: E731
+    assert changes(got) < changes(threshold_positions(f, cost, k=1.5))
 
 
 def test_oracle_positions_win_and_lagged_positions_do_not():

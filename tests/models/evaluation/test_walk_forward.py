@@ -185,6 +185,31 @@ def test_forecasters_trade_the_forecast_at_the_decision_horizon(signal_pool):
         walk_forward(signal_pool, cand, CFG, bootstrap=10, decision_horizon=3)
 
 
+def test_forecasters_hold_inside_the_band_until_the_forecast_turns(signal_pool):
+    """A forecast that clears the cost once, then stays inside the band with the same sign:
+    the position is kept (one trade per run of one sign), not left and re-entered; the rule
+    is in the protocol."""
+    def fit(train):
+        def predict(d):
+            t = d.splits["test"]
+            rows = decision_rows(t.window_starts, d.lookback)
+            cost = d.cost_log_return("test")[rows] / d.target_scale
+            sign = np.where((np.arange(rows.size) // 40) % 2 == 0, 1.0, -1.0)
+            size = np.where(np.arange(rows.size) % 40 == 0, 2.0, 0.5)  # x cost
+            med = np.repeat((sign * cost * size)[:, None], d.horizon, axis=1)
+            return med[:, :, None] + np.linspace(-1, 1, len(d.meta["quantiles"]))[None, None]
+        return predict
+    cand = [Candidate("foxhunt-band", "forecaster", fit)]
+    result = walk_forward(signal_pool, cand, CFG, bootstrap=10)
+    bars = result.candidates["foxhunt-band"].bars
+    assert np.mean(bars.positions != 0) > 0.8  # the symmetric band would hold 1 bar in 40
+    assert result.candidates["foxhunt-band"].pooled["n_trades"] < bars.positions.size / 30
+    assert result.protocol["forecaster_rule"] == {"rule": "band", "enter_cost_multiple": 1.0,
+                                                  "exit": "sign change"}
+    assert walk_forward(signal_pool, cand, CFG, bootstrap=10,
+                        threshold_k=2.0).protocol_id != result.protocol_id
+
+
 def test_a_failing_fold_names_itself(signal_pool):
     def fit(train):
         if train.meta["fold"]["number"] == 2:
