@@ -58,7 +58,9 @@ def segment_spans(fronts: pl.DataFrame, start: date, end: date) -> list[Span]:
         if inside.is_empty():
             continue
         after = days.filter(days > end)
-        spans.append(Span(root, int(seq), days.min(), after.min() if after.len() else end,
+        # a segment that ends inside the run is read up to its own last date, not the run's:
+        # no later date holds its rows, and reading them kept every date cached to the end
+        spans.append(Span(root, int(seq), days.min(), after.min() if after.len() else days.max(),
                           tuple(inside.to_list())))
     return sorted(spans, key=lambda s: (s.days[-1], s.root, s.seq))
 

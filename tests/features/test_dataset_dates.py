@@ -180,3 +180,20 @@ def test_a_features_date_is_one_file_and_each_continuous_date_is_read_once(lande
         roots = object_store.read_parquet(parts[0], columns=["root"])["root"]
         assert roots.is_sorted()
     assert set(trade_dates.read_dates(root, "features")["root"].unique()) == {"ES", "ZN"}
+
+
+def test_a_segment_ending_inside_the_run_is_read_up_to_its_own_last_date(landed, tmp_path):
+    """Reading to the run's end instead kept every continuous_bars date cached (and filtered
+    for each segment) until the last segment: memory and time grew with the history."""
+    files, raw = landed
+    root = UPath(tmp_path / "w")
+    _land(raw, root, files)
+    days = continuous_dates.all_dates(root)
+    continuous_dates.build_dates(root, days)
+    fronts = continuous_dates.read_fronts(root)
+    spans = by_date.segment_spans(fronts, days[0], days[-1])
+    ended = [s for s in spans if s.days[-1] < days[-1]]
+    assert ended  # ES's March roll lies inside the run
+    for s in spans:
+        mine = fronts.filter((pl.col("root") == s.root) & (pl.col("contract_seq") == s.seq))["day"]
+        assert s.last == (mine.max() if s in ended else days[-1]), s
