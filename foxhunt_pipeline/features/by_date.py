@@ -13,6 +13,11 @@ one root's. Segments are computed in the order they end, each continuous_bars da
 read once per run, and a date is written (and dropped from memory) as soon as the
 segments of all its roots are computed: memory is about one contract's life of the roots
 (the longest segment), whatever the length of the history.
+
+Beside each date's file the writer keeps the date's summary for the training dataset
+(``data.summary.npz``, ``dataset_dates.summarise_features`` of the rows it just wrote,
+stamped with the file's ``source_stamp``), so the dataset step does not read every
+features file back to summarise it.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ import polars as pl
 from upath import UPath
 
 from foxhunt_pipeline.features.build import ShortStretch, _root_features, check_continuous
+from foxhunt_pipeline.features.dataset_dates import summarise_features
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.features.library import FeatureConfig
 from foxhunt_pipeline.instruments.specs import spec
-from foxhunt_pipeline.storage import continuous_dates, object_store, trade_dates
+from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
 
 TABLE = "features"
 PART = "data"  # the one file of a date (older warehouses hold one file per root)
@@ -183,7 +189,10 @@ class _DateBuffer:
             return  # the previous version of the date stays
         if parts:
             frame = pl.concat([parts[r] for r in sorted(parts)], how="vertical")
-            trade_dates.write_part(self.root, TABLE, day, frame, part=PART)
+            path = trade_dates.write_part(self.root, TABLE, day, frame, part=PART)
+            # the dataset step's summary of the date, from the rows in hand: reading every
+            # features file back to summarise it made the full build ~2x the in-memory path
+            dataset_store.store_features_summary(path, summarise_features(dataset_store.canonical(frame)))
             self.build.rows[day] = frame.height
         trade_dates.replace_date(self.root, TABLE, day, [PART] if parts else [])
 

@@ -197,3 +197,49 @@ def test_a_segment_ending_inside_the_run_is_read_up_to_its_own_last_date(landed,
     for s in spans:
         mine = fronts.filter((pl.col("root") == s.root) & (pl.col("contract_seq") == s.seq))["day"]
         assert s.last == (mine.max() if s in ended else days[-1]), s
+
+
+def _same_summary(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_the_writers_summary_of_a_date_equals_the_one_read_from_its_file(landed, tmp_path, monkeypatch):
+    root = _warehouse(landed, tmp_path)
+    dates = trade_dates.date_parts(root, "features")
+    for day, (path,) in dates.items():
+        kept = dataset_store.features_summary(path)
+        assert kept is not None, day
+        _same_summary(kept, dataset_dates.summarise_features(dataset_store.canonical(object_store.read_parquet(path))))
+    read: list[str] = []
+    real = object_store.read_parquet
+    monkeypatch.setattr(object_store, "read_parquet", lambda p, columns=None: read.append(str(p)) or real(p, columns))
+    done = dataset_dates.update(root, CFG)
+    monkeypatch.undo()
+    assert done.summarised == len(dates)
+    assert read and not [p for p in read if "/features/" in p]  # closes only: no features file read back
+    dataset_dates.publish(root, done)
+    _assert_same(_arrays_builder(root), dataset_store.load(root, tmp_path / "cache"))
+
+
+def test_a_home_without_writer_summaries_or_with_stale_ones_builds_the_same(landed, tmp_path):
+    root = _warehouse(landed, tmp_path)
+    want, _ = _incremental(root, tmp_path / "cache")
+    shutil.rmtree(Path(root.path) / "training_dataset")
+    dates = trade_dates.date_parts(root, "features")
+    (first, (stale,)), *rest = dates.items()
+    for _day, (path,) in rest:  # a home written before the features writer kept summaries
+        Path(dataset_store.features_summary_path(path).path).unlink()
+    # a file rewritten after its summary was kept (same rows here): the summary is not used
+    trade_dates.write_part(root, "features", first, object_store.read_parquet(stale))
+    assert dataset_store.features_summary(stale) is None
+    got, done = _incremental(root, tmp_path / "cache2")
+    assert done.summarised == len(dates)
+    _assert_same(want, got)
+    assert got.meta == want.meta  # the same summaries: bit for bit, statistics included
+    for split in got.splits:
+        for name in (*ARRAYS, "window_starts"):
+            np.testing.assert_array_equal(getattr(got.splits[split], name), getattr(want.splits[split], name))
+    assert all(dataset_store.features_summary(p) is None for _d, (p,) in dates.items())
