@@ -40,7 +40,7 @@ from upath import UPath
 
 from foxhunt_pipeline.storage import artifact_sync as sync
 from foxhunt_pipeline.storage import object_store
-from models.atomic import atomic_replace_dir, atomic_write
+from models.atomic import atomic_replace_dir, atomic_write, temp_sibling
 from models.windows import LAYOUT, SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 DATASET_DIR = "training_dataset"
@@ -157,10 +157,18 @@ def store_features_summary(features: UPath, summary: Mapping[str, np.ndarray]) -
     np.savez(buffer, **summary, **{SOURCE_KEY: np.asarray(source_stamp([features]))})
     dest = features_summary_path(features)
     local = sync.local_path(dest)
-    if local is not None:
-        atomic_write(local, lambda tmp: tmp.write_bytes(buffer.getvalue()))
-    else:
+    if local is None:
         dest.write_bytes(buffer.getvalue())
+        return
+    # renamed into place but not fsynced (two fsyncs a date were a tenth of the features
+    # step): one lost or torn in a power cut fails its load or its stamp, and the dataset
+    # step reads the features file instead
+    tmp = temp_sibling(local)
+    try:
+        tmp.write_bytes(buffer.getvalue())
+        os.replace(tmp, local)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def features_summary(features: UPath) -> dict[str, np.ndarray] | None:
@@ -172,7 +180,7 @@ def features_summary(features: UPath) -> dict[str, np.ndarray] | None:
         raw = local.read_bytes() if local is not None else path.read_bytes()
         with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             out = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile):
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
     stamp = out.pop(SOURCE_KEY, None)
     if stamp is None or str(stamp) != source_stamp([features]):

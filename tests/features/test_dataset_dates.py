@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import numpy as np
@@ -243,3 +243,51 @@ def test_a_home_without_writer_summaries_or_with_stale_ones_builds_the_same(land
         for name in (*ARRAYS, "window_starts"):
             np.testing.assert_array_equal(getattr(got.splits[split], name), getattr(want.splits[split], name))
     assert all(dataset_store.features_summary(p) is None for _d, (p,) in dates.items())
+
+
+def test_rows_waiting_on_disk_write_the_same_dates(landed, tmp_path, monkeypatch):
+    """Rows of dates waiting for another root's segment spill to disk beyond the buffer's
+    budget (memory flat in the history's length): the dates written are the same."""
+    files, raw = landed
+    roots = {}
+    spilled: list[str] = []
+    real = by_date._DateBuffer._spill
+    monkeypatch.setattr(by_date._DateBuffer, "_spill",
+                        lambda self, day, r, part: spilled.append(r) or real(self, day, r, part))
+    for name, budget in (("memory", 1 << 40), ("disk", 0)):
+        root = roots[name] = UPath(tmp_path / name)
+        _land(raw, root, files)
+        days = continuous_dates.all_dates(root)
+        continuous_dates.build_dates(root, days)
+        by_date.build_dates(root, days[0], days[-1], spill_bytes=budget)
+        assert not list((Path(root.path) / "features").glob(".spill-*"))  # removed when the run ends
+        if name == "memory":
+            assert not spilled
+    assert spilled
+    mem, disk = (trade_dates.date_parts(roots[n], "features") for n in ("memory", "disk"))
+    assert mem.keys() == disk.keys()
+    for day in mem:
+        a, b = (object_store.read_parquet(parts[day][0]) for parts in (mem, disk))
+        assert a.equals(b) and a.schema == b.schema, day
+        _same_summary(dataset_store.features_summary(mem[day][0]), dataset_store.features_summary(disk[day][0]))
+
+
+def test_summary_finds_every_non_finite_cell():
+    ts = pl.datetime_range(datetime(2024, 3, 7, 14, 30, tzinfo=UTC), datetime(2024, 3, 7, 14, 35, tzinfo=UTC), "1m",
+                           eager=True)
+    n = ts.len()
+    frame = pl.DataFrame({
+        "ts_event": ts, "root": ["ES"] * n, "contract_seq": pl.Series([1] * n, dtype=pl.Int32),
+        "f_a": pl.Series([1.0, None, 3.0, float("nan"), 5.0, 6.0], dtype=pl.Float32),
+        "f_b": pl.Series([1.0, 2.0, float("inf"), 4.0, 5.0, 6.0], dtype=pl.Float32),
+        "k_a": pl.Series([0.0, 0.0, 0.0, 0.0, float("-inf"), 0.0], dtype=pl.Float32),
+        "s_a": pl.Series([1.0] * n, dtype=pl.Float32),
+        "y_1": pl.Series([0.0, 0.0, 0.0, 0.0, 0.0, float("inf")], dtype=pl.Float32),
+    })
+    got = dataset_dates.summarise_features(frame)
+    assert got["nf_observed_nan"].tolist() == [[1, 3], [0, 0]]  # null and NaN
+    assert got["nf_observed_inf"].tolist() == [[2], [1]]
+    assert got["nf_known"].tolist() == [[4], [0]]
+    assert got["nf_static"].shape == (2, 0) and got["nf_static"].dtype == np.int32
+    assert got["nf_targets"].tolist() == [[5], [0]]
+    assert got["moments"].shape == (1, 3, 2) and got["moments"][0, 0].tolist() == [5.0, 6.0]
