@@ -11,25 +11,35 @@ A date's rows of every root are one file, ``features/trade_date=D/data.parquet``
 parquet file costs per column chunk, so one file of four roots writes about as fast as
 one root's. Segments are computed in the order they end, each continuous_bars date is
 read once per run, and a date is written (and dropped from memory) as soon as the
-segments of all its roots are computed: memory is about one contract's life of the roots
-(the longest segment), whatever the length of the history.
+segments of all its roots are computed; rows waiting beyond a fixed budget wait on disk
+(``_DateBuffer``): memory is about the longest segment being computed, whatever the length
+of the history.
+
+Beside each date's file the writer keeps the date's summary for the training dataset
+(``data.summary.npz``, ``dataset_dates.summarise_features`` of the rows it just wrote,
+stamped with the file's ``source_stamp``), so the dataset step does not read every
+features file back to summarise it.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 
 import polars as pl
 from upath import UPath
 
 from foxhunt_pipeline.features.build import ShortStretch, _root_features, check_continuous
+from foxhunt_pipeline.features.dataset_dates import summarise_features
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.features.library import FeatureConfig
 from foxhunt_pipeline.instruments.specs import spec
-from foxhunt_pipeline.storage import continuous_dates, object_store, trade_dates
+from foxhunt_pipeline.storage import artifact_sync as sync
+from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
 
 TABLE = "features"
 PART = "data"  # the one file of a date (older warehouses hold one file per root)
@@ -58,7 +68,9 @@ def segment_spans(fronts: pl.DataFrame, start: date, end: date) -> list[Span]:
         if inside.is_empty():
             continue
         after = days.filter(days > end)
-        spans.append(Span(root, int(seq), days.min(), after.min() if after.len() else end,
+        # a segment that ends inside the run is read up to its own last date, not the run's:
+        # no later date holds its rows, and reading them kept every date cached to the end
+        spans.append(Span(root, int(seq), days.min(), after.min() if after.len() else days.max(),
                           tuple(inside.to_list())))
     return sorted(spans, key=lambda s: (s.days[-1], s.root, s.seq))
 
@@ -153,15 +165,27 @@ def short_notes(short: list[ShortStretch], warmup: int, start: date, end: date) 
     return out
 
 
+SPILL_BYTES = 48 * 2**20  # rows of waiting dates held in memory; the rest wait on disk
+
+
 class _DateBuffer:
     """Computed rows of dates whose other roots are still to come; a date is written once
-    every segment trading on it is computed (or dropped, when one of them failed)."""
+    every segment trading on it is computed (or dropped, when one of them failed).
 
-    def __init__(self, root: UPath, spans: list[Span], build: FeatureBuild):
-        self.root, self.build = root, build
+    A date waits for the longest segment trading on it (a quarterly contract's, some 65
+    dates), so the rows waiting were the run's memory peak, growing with the history up
+    to a contract's life. Beyond ``spill_bytes`` they wait in uncompressed Arrow IPC streams
+    (a temporary directory beside the table on a local root, the system's otherwise),
+    read back when their date is written: memory stays flat, equal rows either way."""
+
+    def __init__(self, root: UPath, spans: list[Span], build: FeatureBuild, spill_bytes: int = SPILL_BYTES):
+        self.root, self.build, self.spill_bytes = root, build, spill_bytes
         self.pending: Counter[date] = Counter(d for s in spans for d in s.days)
         self.parts: dict[date, dict[str, pl.DataFrame]] = {}
+        self.spilled: dict[date, dict[str, Path]] = {}
+        self.held = 0  # bytes in self.parts
         self.vetoed: set[date] = set()
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
 
     def add(self, span: Span, frame: pl.DataFrame | None, passed: bool) -> None:
         if not passed:
@@ -169,36 +193,75 @@ class _DateBuffer:
         elif frame is not None:
             framed = frame.with_columns(_d=trade_date_expr())
             for (day,), part in framed.partition_by("_d", as_dict=True, maintain_order=True).items():
-                self.parts.setdefault(day, {})[span.root] = part.drop("_d")
+                part = part.drop("_d")
+                size = part.estimated_size()
+                if self.pending[day] > 1 and self.held + size > self.spill_bytes:
+                    self.spilled.setdefault(day, {})[span.root] = self._spill(day, span.root, part)
+                else:
+                    self.parts.setdefault(day, {})[span.root] = part
+                    self.held += size
         for day in span.days:
             self.pending[day] -= 1
             if self.pending[day] == 0:
                 self._flush(day)
 
-    def _flush(self, day: date) -> None:
+    def _spill(self, day: date, root: str, part: pl.DataFrame) -> Path:
+        if self._dir is None:
+            local = sync.local_path(self.root / TABLE)
+            if local is not None:
+                local.mkdir(parents=True, exist_ok=True)
+            self._dir = tempfile.TemporaryDirectory(dir=local, prefix=".spill-")
+        path = Path(self._dir.name) / f"{day.isoformat()}-{root}.arrow"
+        part.write_ipc_stream(path, compression="uncompressed")  # twice as fast as the file format here
+        return path
+
+    def _take(self, day: date) -> dict[str, pl.DataFrame]:
+        """The date's rows per root, out of memory and off the disk."""
         parts = self.parts.pop(day, {})
+        self.held -= sum(p.estimated_size() for p in parts.values())
+        for r, path in self.spilled.pop(day, {}).items():
+            parts[r] = pl.read_ipc_stream(path)
+            path.unlink()
+        return parts
+
+    def _flush(self, day: date) -> None:
+        parts = self._take(day)
         if day in self.vetoed:
             return  # the previous version of the date stays
+        frame = None
         if parts:
             frame = pl.concat([parts[r] for r in sorted(parts)], how="vertical")
-            trade_dates.write_part(self.root, TABLE, day, frame, part=PART)
+            del parts
+            path = trade_dates.write_part(self.root, TABLE, day, frame, part=PART)
+            # the dataset step's summary of the date, from the rows in hand: reading every
+            # features file back to summarise it made the full build ~2x the in-memory path
+            dataset_store.store_features_summary(path, summarise_features(dataset_store.canonical(frame)))
             self.build.rows[day] = frame.height
-        trade_dates.replace_date(self.root, TABLE, day, [PART] if parts else [])
+        trade_dates.replace_date(self.root, TABLE, day, [PART] if frame is not None else [])
+
+    def close(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
 
 
 def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
-                validate=None) -> FeatureBuild:
+                validate=None, spill_bytes: int = SPILL_BYTES) -> FeatureBuild:
     """Write ``features/trade_date=D/data.parquet`` (every root's rows) for every date D in
     [start, end]; ``validate(frame) -> bool`` may veto a segment's rows (the dates it trades
     on keep their previous version). Returns the rows written per date and the warnings
-    (stretches too short for the warm-up)."""
+    (stretches too short for the warm-up). ``spill_bytes``: rows of waiting dates held in
+    memory (``_DateBuffer``)."""
     cfg = cfg or FeatureConfig()
     build = FeatureBuild()
     short: list[ShortStretch] = []
     spans = segment_spans(continuous_dates.read_fronts(root), start, end)
-    buffer = _DateBuffer(root, spans, build)
-    for span, frame, passed in feature_dates(root, start, end, cfg, validate, short, spans):
-        buffer.add(span, frame, passed)
+    buffer = _DateBuffer(root, spans, build, spill_bytes)
+    try:
+        for span, frame, passed in feature_dates(root, start, end, cfg, validate, short, spans):
+            buffer.add(span, frame, passed)
+    finally:
+        buffer.close()
     for day in trade_dates.stored_dates(root, TABLE):  # dates no segment trades on any more
         if start <= day <= end and day not in buffer.pending:
             trade_dates.replace_date(root, TABLE, day, [])

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -48,53 +49,73 @@ def summarise(features: pl.DataFrame | None, closes: pl.DataFrame | None) -> dic
     """One trade date's summary. ``features``: the date's rows in canonical order
     (``dataset_store.canonical``); ``closes``: its continuous_bars (root, ts_event, close).
     Units are the runs of one (root, contract) in that order."""
+    return {**summarise_features(features), **summarise_closes(closes)}
+
+
+@lru_cache(maxsize=8)
+def _moment_exprs(observed: tuple[str, ...]) -> list[pl.Expr]:
+    """Count, mean and variance of every observed column: built once per column set (building
+    some 750 expressions per (root, contract) run cost more than computing them)."""
+    as64 = [pl.col(c).cast(pl.Float64) for c in observed]
+    return [*[e.count().cast(pl.Float64).alias(f"n{i}") for i, e in enumerate(as64)],
+            *[e.mean().alias(f"m{i}") for i, e in enumerate(as64)],
+            *[e.var(ddof=0).alias(f"v{i}") for i, e in enumerate(as64)]]
+
+
+def summarise_features(features: pl.DataFrame | None) -> dict[str, np.ndarray]:
+    """The features part of ``summarise``: computed by the features writer as it writes a
+    date (``store_features_summary``), or from the stored file where it did not."""
     out: dict[str, np.ndarray] = {}
-    if features is not None and features.height:
-        cols = features.columns
-        observed = [c for c in cols if c.startswith("f_")]
-        known = [c for c in cols if c.startswith("k_")]
-        static = [c for c in cols if c.startswith("s_")]
-        targets = sorted((c for c in cols if c.startswith("y_") and c[2:].isdigit()), key=lambda c: int(c[2:]))
-        run = features.select(((pl.col("root") != pl.col("root").shift(1))
-                               | (pl.col("contract_seq") != pl.col("contract_seq").shift(1)))
-                              .fill_null(True).alias("b"))["b"].to_numpy()
-        starts = np.flatnonzero(run)
-        bounds = np.append(starts, features.height)
-        stats = []
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            stats.append(features.slice(int(lo), int(hi - lo)).select(
-                *[pl.col(c).cast(pl.Float64).count().cast(pl.Float64).alias(f"n{i}") for i, c in enumerate(observed)],
-                *[pl.col(c).cast(pl.Float64).mean().alias(f"m{i}") for i, c in enumerate(observed)],
-                *[pl.col(c).cast(pl.Float64).var(ddof=0).alias(f"v{i}") for i, c in enumerate(observed)],
-            ).to_numpy().astype(np.float64).reshape(3, len(observed)))
-        moments = np.stack(stats)  # [U, 3, F]: count, mean, variance (None -> NaN)
-        x = features.select(observed).to_numpy()
-        nulls = features.select(pl.col(observed).is_null()).to_numpy()
-        cells = {
-            "observed_nan": np.isnan(x) | nulls,
-            "observed_inf": np.isinf(x),
-            "known": ~np.isfinite(features.select(pl.col(known).cast(pl.Float32)).to_numpy()
-                                  .reshape(features.height, len(known))),
-            "static": ~np.isfinite(features.select(pl.col(static).cast(pl.Float32)).to_numpy()
-                                   .reshape(features.height, len(static))),
-        }
-        y = features.select(pl.col(targets).cast(pl.Float32)).to_numpy().reshape(features.height, len(targets))
-        cells["targets"] = np.isinf(y)
-        for k in _NF:
-            r, c = np.nonzero(cells[k])
-            out[f"nf_{k}"] = np.stack([r, c]).astype(np.int32)
-        out.update(
-            columns=np.asarray(cols), unit_root=features.get_column("root").gather(starts).to_numpy().astype(str),
-            unit_seq=features.get_column("contract_seq").gather(starts).to_numpy().astype(np.int64),
-            unit_bounds=bounds.astype(np.int64), moments=moments,
-            ts=features.get_column("ts_event").dt.epoch("ns").to_numpy(),
-            target_finite=np.isfinite(y), y1=y[:, 0] if y.shape[1] else np.zeros(features.height, np.float32))
-    if closes is not None and closes.height:
-        c = closes.sort("root", "ts_event", maintain_order=True)
-        out.update(close_root=c.get_column("root").to_numpy().astype(str),
-                   close_ts=c.get_column("ts_event").dt.epoch("ns").to_numpy(),
-                   close=c.get_column("close").cast(pl.Float64).to_numpy())
+    if features is None or not features.height:
+        return out
+    cols = features.columns
+    observed = [c for c in cols if c.startswith("f_")]
+    known = [c for c in cols if c.startswith("k_")]
+    static = [c for c in cols if c.startswith("s_")]
+    targets = sorted((c for c in cols if c.startswith("y_") and c[2:].isdigit()), key=lambda c: int(c[2:]))
+    run = features.select(((pl.col("root") != pl.col("root").shift(1))
+                           | (pl.col("contract_seq") != pl.col("contract_seq").shift(1)))
+                          .fill_null(True).alias("b"))["b"].to_numpy()
+    starts = np.flatnonzero(run)
+    bounds = np.append(starts, features.height)
+    exprs = _moment_exprs(tuple(observed))
+    stats = [features.slice(int(lo), int(hi - lo)).select(exprs).to_numpy().astype(np.float64)
+             .reshape(3, len(observed)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+    moments = np.stack(stats)  # [U, 3, F]: count, mean, variance (None -> NaN)
+    x = features.select(observed).to_numpy()
+    nan = np.isnan(x)
+    if features.select(pl.sum_horizontal(pl.col(observed).null_count())).item():  # a null cell is a NaN one
+        nan |= features.select(pl.col(observed).is_null()).to_numpy()
+    cells = {
+        "observed_nan": nan,
+        "observed_inf": np.isinf(x),
+        "known": ~np.isfinite(features.select(pl.col(known).cast(pl.Float32)).to_numpy()
+                              .reshape(features.height, len(known))),
+        "static": ~np.isfinite(features.select(pl.col(static).cast(pl.Float32)).to_numpy()
+                               .reshape(features.height, len(static))),
+    }
+    y = features.select(pl.col(targets).cast(pl.Float32)).to_numpy().reshape(features.height, len(targets))
+    cells["targets"] = np.isinf(y)
+    for k in _NF:  # cells are rarely non-finite: a scan for any is ~100x cheaper than nonzero
+        out[f"nf_{k}"] = (np.stack(np.nonzero(cells[k])).astype(np.int32) if cells[k].any()
+                          else np.zeros((2, 0), np.int32))
+    out.update(
+        columns=np.asarray(cols), unit_root=features.get_column("root").gather(starts).to_numpy().astype(str),
+        unit_seq=features.get_column("contract_seq").gather(starts).to_numpy().astype(np.int64),
+        unit_bounds=bounds.astype(np.int64), moments=moments,
+        ts=features.get_column("ts_event").dt.epoch("ns").to_numpy(),
+        target_finite=np.isfinite(y), y1=y[:, 0] if y.shape[1] else np.zeros(features.height, np.float32))
     return out
+
+
+def summarise_closes(closes: pl.DataFrame | None) -> dict[str, np.ndarray]:
+    """The closes part of ``summarise`` (continuous_bars' root, ts_event, close)."""
+    if closes is None or not closes.height:
+        return {}
+    c = closes.sort("root", "ts_event", maintain_order=True)
+    return {"close_root": c.get_column("root").to_numpy().astype(str),
+            "close_ts": c.get_column("ts_event").dt.epoch("ns").to_numpy(),
+            "close": c.get_column("close").cast(pl.Float64).to_numpy()}
 
 
 @dataclass
@@ -122,21 +143,27 @@ def _date_sources(root: UPath, first: date | None, last: date | None) -> dict[da
             if (first is None or d >= first) and (last is None or d <= last)}
 
 
-def _block(root: UPath, day: date, feats: list[UPath], cont: list[UPath]) -> tuple[str, bool]:
-    """The date's block, stored if new: (name, whether it was summarised now)."""
+def _block(root: UPath, day: date, feats: list[UPath], cont: list[UPath]) -> tuple[str, dict[str, np.ndarray] | None]:
+    """The date's block, stored if new: (name, its summary when it was made now). The
+    features part of the summary is the one the features writer kept beside the file
+    (``dataset_store.features_summary``); the file is read only where there is none."""
     name = f"{day.isoformat()}-v{SUMMARY_VERSION}-{dataset_store.source_stamp([*feats, *cont])}"
     if dataset_store.has_block(root, name):
-        return name, False
-    frame = None
-    if feats:
-        frames = [object_store.read_parquet(p) for p in feats]
-        frame = dataset_store.canonical(pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0])
+        return name, None
+    summary = dataset_store.features_summary(feats[0]) if len(feats) == 1 else None
+    if summary is None:
+        frame = None
+        if feats:
+            frames = [object_store.read_parquet(p) for p in feats]
+            frame = dataset_store.canonical(pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0])
+        summary = summarise_features(frame)
     closes = None
     if cont:
         closes = pl.concat([object_store.read_parquet(p, columns=["root", "ts_event", "close"]) for p in cont],
                            how="vertical_relaxed")
-    dataset_store.add_block(root, name, feats, summarise(frame, closes))
-    return name, True
+    summary = {**summary, **summarise_closes(closes)}
+    dataset_store.add_block(root, name, feats, summary)
+    return name, summary
 
 
 def update(root: UPath, config: DatasetConfig | None = None, first: date | None = None,
@@ -146,10 +173,10 @@ def update(root: UPath, config: DatasetConfig | None = None, first: date | None 
     cfg = config or DatasetConfig()
     names, summaries, made = [], [], 0
     for day, (feats, cont) in _date_sources(root, first, last).items():
-        name, new = _block(root, day, feats, cont)
-        made += new
+        name, summary = _block(root, day, feats, cont)
+        made += summary is not None
         names.append(name)
-        summaries.append((day, dataset_store.read_summary(root, name)))
+        summaries.append((day, summary if summary is not None else dataset_store.read_summary(root, name)))
     out = plan(summaries, names, cfg)
     out.summarised, out.reused = made, len(names) - made
     return out
@@ -333,4 +360,4 @@ def _levels(roots: list[str], summaries: list[tuple[date, Mapping[str, np.ndarra
     return {r: float(np.median(np.concatenate(closes[r]))) for r in roots}, "train median close"
 
 
-__all__ = ["DatasetUpdate", "plan", "publish", "summarise", "update"]
+__all__ = ["DatasetUpdate", "plan", "publish", "summarise", "summarise_closes", "summarise_features", "update"]

@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,13 +40,14 @@ from upath import UPath
 
 from foxhunt_pipeline.storage import artifact_sync as sync
 from foxhunt_pipeline.storage import object_store
-from models.atomic import atomic_replace_dir, atomic_write
+from models.atomic import atomic_replace_dir, atomic_write, temp_sibling
 from models.windows import LAYOUT, SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 DATASET_DIR = "training_dataset"
 BLOCKS = "blocks"
 META = "meta.json"
 SUMMARY = "summary.npz"
+SOURCE_KEY = "_source"  # in a features summary: the source_stamp of the file it summarises
 MATERIALIZED = "materialized"
 KEEP_MATERIALIZED = 2  # versions kept in a cache: the current one and the one a reader may still map
 CHUNK_ROWS = 50_000
@@ -138,6 +140,52 @@ def add_block(root: UPath, name: str, sources: Sequence[UPath], summary: Mapping
     for i, src in enumerate(sources):
         src.fs.copy(src.path, (dest / f"features-{i}.parquet").path)
     (dest / SUMMARY).write_bytes(buffer.getvalue())  # last: a block without it is incomplete
+
+
+def features_summary_path(features: UPath) -> UPath:
+    """Where the features writer keeps a features file's summary: beside it (``data.parquet``
+    -> ``data.summary.npz``; readers of the table glob ``*.parquet`` only)."""
+    return features.with_name(f"{features.name.removesuffix('.parquet')}.{SUMMARY}")
+
+
+def store_features_summary(features: UPath, summary: Mapping[str, np.ndarray]) -> None:
+    """Keep ``summary`` (``features.dataset_dates.summarise_features`` of the file's rows)
+    beside the features file just written, stamped with the file's ``source_stamp``: the
+    dataset step uses it instead of reading the file back, for as long as the file is the
+    one it was computed from."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **summary, **{SOURCE_KEY: np.asarray(source_stamp([features]))})
+    dest = features_summary_path(features)
+    local = sync.local_path(dest)
+    if local is None:
+        dest.write_bytes(buffer.getvalue())
+        return
+    # renamed into place but not fsynced (two fsyncs a date were a tenth of the features
+    # step): one lost or torn in a power cut fails its load or its stamp, and the dataset
+    # step reads the features file instead
+    tmp = temp_sibling(local)
+    try:
+        tmp.write_bytes(buffer.getvalue())
+        os.replace(tmp, local)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def features_summary(features: UPath) -> dict[str, np.ndarray] | None:
+    """The writer's summary of this features file, or None where there is none (a home
+    written before the writer kept them) or it was computed from another version of it."""
+    path = features_summary_path(features)
+    try:
+        local = sync.local_path(path)
+        raw = local.read_bytes() if local is not None else path.read_bytes()
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            out = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        return None
+    stamp = out.pop(SOURCE_KEY, None)
+    if stamp is None or str(stamp) != source_stamp([features]):
+        return None
+    return out
 
 
 def has_block(root: UPath, name: str) -> bool:
@@ -330,5 +378,5 @@ def shape_only(rows: int, widths: Mapping[str, int], ts_event: np.ndarray, segme
 
 
 __all__ = ["DATASET_DIR", "add_block", "block_dir", "block_features", "block_names", "canonical", "current_meta",
-           "has_block", "load", "local_dir", "materialize", "publish", "read_summary", "save", "shape_only",
-           "source_stamp", "updating", "version_of"]
+           "features_summary", "features_summary_path", "has_block", "load", "local_dir", "materialize", "publish", "read_summary", "save", "shape_only",
+           "source_stamp", "store_features_summary", "updating", "version_of"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +180,114 @@ def test_a_features_date_is_one_file_and_each_continuous_date_is_read_once(lande
         roots = object_store.read_parquet(parts[0], columns=["root"])["root"]
         assert roots.is_sorted()
     assert set(trade_dates.read_dates(root, "features")["root"].unique()) == {"ES", "ZN"}
+
+
+def test_a_segment_ending_inside_the_run_is_read_up_to_its_own_last_date(landed, tmp_path):
+    """Reading to the run's end instead kept every continuous_bars date cached (and filtered
+    for each segment) until the last segment: memory and time grew with the history."""
+    files, raw = landed
+    root = UPath(tmp_path / "w")
+    _land(raw, root, files)
+    days = continuous_dates.all_dates(root)
+    continuous_dates.build_dates(root, days)
+    fronts = continuous_dates.read_fronts(root)
+    spans = by_date.segment_spans(fronts, days[0], days[-1])
+    ended = [s for s in spans if s.days[-1] < days[-1]]
+    assert ended  # ES's March roll lies inside the run
+    for s in spans:
+        mine = fronts.filter((pl.col("root") == s.root) & (pl.col("contract_seq") == s.seq))["day"]
+        assert s.last == (mine.max() if s in ended else days[-1]), s
+
+
+def _same_summary(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_the_writers_summary_of_a_date_equals_the_one_read_from_its_file(landed, tmp_path, monkeypatch):
+    root = _warehouse(landed, tmp_path)
+    dates = trade_dates.date_parts(root, "features")
+    for day, (path,) in dates.items():
+        kept = dataset_store.features_summary(path)
+        assert kept is not None, day
+        _same_summary(kept, dataset_dates.summarise_features(dataset_store.canonical(object_store.read_parquet(path))))
+    read: list[str] = []
+    real = object_store.read_parquet
+    monkeypatch.setattr(object_store, "read_parquet", lambda p, columns=None: read.append(str(p)) or real(p, columns))
+    done = dataset_dates.update(root, CFG)
+    monkeypatch.undo()
+    assert done.summarised == len(dates)
+    assert read and not [p for p in read if "/features/" in p]  # closes only: no features file read back
+    dataset_dates.publish(root, done)
+    _assert_same(_arrays_builder(root), dataset_store.load(root, tmp_path / "cache"))
+
+
+def test_a_home_without_writer_summaries_or_with_stale_ones_builds_the_same(landed, tmp_path):
+    root = _warehouse(landed, tmp_path)
+    want, _ = _incremental(root, tmp_path / "cache")
+    shutil.rmtree(Path(root.path) / "training_dataset")
+    dates = trade_dates.date_parts(root, "features")
+    (first, (stale,)), *rest = dates.items()
+    for _day, (path,) in rest:  # a home written before the features writer kept summaries
+        Path(dataset_store.features_summary_path(path).path).unlink()
+    # a file rewritten after its summary was kept (same rows here): the summary is not used
+    trade_dates.write_part(root, "features", first, object_store.read_parquet(stale))
+    assert dataset_store.features_summary(stale) is None
+    got, done = _incremental(root, tmp_path / "cache2")
+    assert done.summarised == len(dates)
+    _assert_same(want, got)
+    assert got.meta == want.meta  # the same summaries: bit for bit, statistics included
+    for split in got.splits:
+        for name in (*ARRAYS, "window_starts"):
+            np.testing.assert_array_equal(getattr(got.splits[split], name), getattr(want.splits[split], name))
+    assert all(dataset_store.features_summary(p) is None for _d, (p,) in dates.items())
+
+
+def test_rows_waiting_on_disk_write_the_same_dates(landed, tmp_path, monkeypatch):
+    """Rows of dates waiting for another root's segment spill to disk beyond the buffer's
+    budget (memory flat in the history's length): the dates written are the same."""
+    files, raw = landed
+    roots = {}
+    spilled: list[str] = []
+    real = by_date._DateBuffer._spill
+    monkeypatch.setattr(by_date._DateBuffer, "_spill",
+                        lambda self, day, r, part: spilled.append(r) or real(self, day, r, part))
+    for name, budget in (("memory", 1 << 40), ("disk", 0)):
+        root = roots[name] = UPath(tmp_path / name)
+        _land(raw, root, files)
+        days = continuous_dates.all_dates(root)
+        continuous_dates.build_dates(root, days)
+        by_date.build_dates(root, days[0], days[-1], spill_bytes=budget)
+        assert not list((Path(root.path) / "features").glob(".spill-*"))  # removed when the run ends
+        if name == "memory":
+            assert not spilled
+    assert spilled
+    mem, disk = (trade_dates.date_parts(roots[n], "features") for n in ("memory", "disk"))
+    assert mem.keys() == disk.keys()
+    for day in mem:
+        a, b = (object_store.read_parquet(parts[day][0]) for parts in (mem, disk))
+        assert a.equals(b) and a.schema == b.schema, day
+        _same_summary(dataset_store.features_summary(mem[day][0]), dataset_store.features_summary(disk[day][0]))
+
+
+def test_summary_finds_every_non_finite_cell():
+    ts = pl.datetime_range(datetime(2024, 3, 7, 14, 30, tzinfo=UTC), datetime(2024, 3, 7, 14, 35, tzinfo=UTC), "1m",
+                           eager=True)
+    n = ts.len()
+    frame = pl.DataFrame({
+        "ts_event": ts, "root": ["ES"] * n, "contract_seq": pl.Series([1] * n, dtype=pl.Int32),
+        "f_a": pl.Series([1.0, None, 3.0, float("nan"), 5.0, 6.0], dtype=pl.Float32),
+        "f_b": pl.Series([1.0, 2.0, float("inf"), 4.0, 5.0, 6.0], dtype=pl.Float32),
+        "k_a": pl.Series([0.0, 0.0, 0.0, 0.0, float("-inf"), 0.0], dtype=pl.Float32),
+        "s_a": pl.Series([1.0] * n, dtype=pl.Float32),
+        "y_1": pl.Series([0.0, 0.0, 0.0, 0.0, 0.0, float("inf")], dtype=pl.Float32),
+    })
+    got = dataset_dates.summarise_features(frame)
+    assert got["nf_observed_nan"].tolist() == [[1, 3], [0, 0]]  # null and NaN
+    assert got["nf_observed_inf"].tolist() == [[2], [1]]
+    assert got["nf_known"].tolist() == [[4], [0]]
+    assert got["nf_static"].shape == (2, 0) and got["nf_static"].dtype == np.int32
+    assert got["nf_targets"].tolist() == [[5], [0]]
+    assert got["moments"].shape == (1, 3, 2) and got["moments"][0, 0].tolist() == [5.0, 6.0]
