@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from models.agents.trading_env import (
     summarize_backtest,
 )
 from models.atomic import atomic_write
+from models.config_fields import check_known_fields
 from models.windows import TrainingData
 
 __all__ = [
@@ -135,10 +136,7 @@ class _AgentConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Any:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+        check_known_fields(cls, d)
         kw = dict(d)
         if isinstance(kw.get("env"), dict):
             kw["env"] = EnvConfig(**kw["env"])

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from models.config_fields import check_known_fields
 from models.mamba2.mixer import (  # noqa: F401  (re-exported: the layer's old home)
     LayerState,
     Mamba2Layer,
@@ -135,10 +136,7 @@ class Mamba2Config:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Mamba2Config:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"Mamba2Config.from_dict: unknown field(s) {unknown}")
+        check_known_fields(cls, d)
         return cls(**dict(d))
 
 

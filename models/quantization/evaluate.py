@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.evaluation import metrics
 from models.quantization.measure import (
     batch_of,
     compare_variant,
@@ -58,7 +59,7 @@ def evaluate_agent_variants(
     returns: np.ndarray,
     *,
     cost: float = 0.0,
-    periods_per_year: float = 252 * 1380,
+    periods_per_year: float = metrics.DEFAULT_BARS_PER_YEAR,
     positions: Sequence[float] = (-1.0, 0.0, 1.0),
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     sharpe_fn: Callable[[np.ndarray, np.ndarray], float] | None = None,
@@ -73,13 +74,11 @@ def evaluate_agent_variants(
     with torch.inference_mode():
         ref_pos = positions_from_outputs(_first_tensor(ref.module(*inputs)), positions)
 
-    def sharpe(pos: np.ndarray) -> float:
+    def metric(out: Any) -> float:
+        pos = positions_from_outputs(_first_tensor(out), positions)
         if sharpe_fn:
             return float(sharpe_fn(pos, returns))
         return sharpe_ratio(pos, returns, cost=cost, periods_per_year=periods_per_year)
-
-    def metric(out: Any) -> float:
-        return sharpe(positions_from_outputs(_first_tensor(out), positions))
 
     def accept(cmp: dict[str, float]) -> tuple[bool, str]:
         agree = cmp["action_agreement"]

@@ -11,14 +11,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from models import quantile
+from models.evaluation import metrics
 from models.quantization.outputs import Inputs, _first_tensor
 
 
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float:
-    """Mean quantile loss of ``pred [B, H, Q]`` against ``target [B, H]``."""
+    """Mean quantile loss of ``pred [B, H, Q]`` against ``target [B, H]``, as a float
+    (``models.quantile.pinball_loss`` on ``pred``'s device and dtype)."""
     q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)
-    err = target.to(pred.device, pred.dtype).unsqueeze(-1) - pred
-    return float(torch.maximum(q * err, (q - 1) * err).mean())
+    return float(quantile.pinball_loss(pred, target.to(pred.device, pred.dtype), q))
 
 
 def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (-1.0, 0.0, 1.0)) -> np.ndarray:
@@ -27,14 +29,15 @@ def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (
 
 
 def sharpe_ratio(
-    position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0, periods_per_year: float = 252 * 1380
+    position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0,
+    periods_per_year: float = metrics.DEFAULT_BARS_PER_YEAR,
 ) -> float:
-    """Annualised Sharpe of ``position * next return - cost * |position change|``."""
+    """Annualised Sharpe (``metrics.sharpe_ratio``, the evaluation's one definition) of
+    ``position * next return - cost * |position change|``."""
     position = np.asarray(position, dtype=np.float64)
     pnl = position * np.asarray(returns, dtype=np.float64)
     pnl -= cost * np.abs(np.diff(position, prepend=0.0))
-    sd = pnl.std()
-    return 0.0 if sd == 0 else float(pnl.mean() / sd * math.sqrt(periods_per_year))
+    return metrics.sharpe_ratio(pnl, periods_per_year)
 
 
 def compare_variant(

@@ -157,7 +157,7 @@ def quantize_agent(
     ref = variants.get("fp32")
     if not isinstance(ref, Variant):
         raise ValueError(f"{model_name}: fp32 reference could not run: {getattr(ref, 'reason', 'not requested')}")
-    bpy = float(data.meta.get("bars_per_year", 252 * 1380))
+    bpy = float(data.meta.get("bars_per_year", metrics.DEFAULT_BARS_PER_YEAR))
 
     def backtest(module: nn.Module) -> dict[str, np.ndarray]:
         def act(o: np.ndarray) -> np.ndarray:

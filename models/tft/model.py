@@ -64,12 +64,13 @@ none changes what the model can express in a way that matters here):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from models.config_fields import check_known_fields
 from models.quantile import MonotoneQuantileHead
 from models.tft.init import reference_init
 from models.tft.layers import (  # noqa: F401  (re-exported: the building blocks' old home)
@@ -136,10 +137,7 @@ class TFTConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TFTConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"TFTConfig.from_dict: unknown fields {sorted(unknown)}")
+        check_known_fields(cls, d)
         return cls(**d)
 
 

@@ -17,7 +17,7 @@ import copy
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.config_fields import check_known_fields
 from models.quantile import pinball_loss, pinball_loss_numpy
 from models.registry import model_type_of
 from models.training.checkpoint import (
@@ -93,9 +94,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"TrainConfig.from_dict: unknown fields {sorted(unknown)}")
+        check_known_fields(cls, d)
         return cls(**d)
 
 
