@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from models.climatology import climatology_quantiles
 from models.evaluation.backtest import decision_rows
 from models.evaluation.baselines import (
     climatology_forecast,
-    climatology_quantiles,
     momentum_positions,
 )
 from models.windows import TrainingData

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.climatology import climatology_quantiles
 from models.evaluation import plots
 from models.evaluation.backtest import (
     BacktestResult,
@@ -27,7 +28,6 @@ from models.evaluation.backtest import (
 from models.evaluation.baselines import (
     buy_and_hold_positions,
     climatology_forecast,
-    climatology_quantiles,
     flat_positions,
     momentum_positions,
 )

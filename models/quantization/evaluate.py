@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from models.evaluation import metrics
+from models.export import batch_of
 from models.quantization.measure import (
-    batch_of,
     compare_variant,
     latency_ms,
     pinball_loss,

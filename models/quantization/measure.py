@@ -13,7 +13,7 @@ import torch
 
 from models import quantile
 from models.evaluation import metrics
-from models.quantization.outputs import Inputs, _first_tensor
+from models.quantization.outputs import _first_tensor
 
 
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float:
@@ -80,15 +80,6 @@ def latency_ms(
             if i >= warmup:
                 times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
-
-
-def batch_of(example_inputs: Sequence[torch.Tensor], batch: int) -> Inputs:
-    """``example_inputs`` tiled / cut along dim 0 to ``batch`` rows."""
-    out = []
-    for x in example_inputs:
-        reps = -(-batch // x.shape[0])
-        out.append(x.repeat(reps, *([1] * (x.dim() - 1)))[:batch].clone())
-    return tuple(out)
 
 
 def _rel_change(ref: float, new: float) -> float:

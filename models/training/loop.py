@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from models import climatology
 from models.config_fields import check_known_fields
 from models.quantile import pinball_loss, pinball_loss_numpy
 from models.registry import model_type_of
@@ -435,10 +436,8 @@ def scaled_targets(dataset: WindowDataset) -> np.ndarray:
 def climatology_quantiles(data: TrainingData, quantiles: tuple[float, ...] | None = None
                           ) -> np.ndarray:
     """``[H, Q]`` unconditional quantiles of the training windows' scaled targets:
-    the baseline a forecaster must beat (one definition, in ``models.evaluation.baselines``)."""
-    from models.evaluation.baselines import climatology_quantiles as climatology
-
-    return climatology(data, quantiles).astype(np.float32)
+    the baseline a forecaster must beat (one definition, in ``models.climatology``), as float32."""
+    return climatology.climatology_quantiles(data, quantiles).astype(np.float32)
 
 
 def quantile_loss_of(preds: np.ndarray, targets: np.ndarray, quantiles) -> float:

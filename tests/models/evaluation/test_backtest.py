@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from models.climatology import climatology_quantiles
 from models.evaluation.backtest import (
     band_action,
     band_positions,
@@ -17,7 +18,6 @@ from models.evaluation.backtest import (
 from models.evaluation.baselines import (
     buy_and_hold_positions,
     climatology_forecast,
-    climatology_quantiles,
     flat_positions,
     momentum_positions,
     trailing_return,

@@ -266,7 +266,8 @@ def test_a_model_that_repeats_a_baseline_is_named_after_it(signal_pool):
     """Always long is buy-and-hold, a forecaster returning the train climatology is the
     climatology; both are found even when those baselines are not among the candidates (an
     evaluation that reuses baselines scored earlier). A model of its own equals nothing."""
-    from models.evaluation.baselines import climatology_forecast, climatology_quantiles
+    from models.climatology import climatology_quantiles
+    from models.evaluation.baselines import climatology_forecast
 
     def always_long(_train):
         return lambda d: np.ones(d.splits["test"].n_windows)
