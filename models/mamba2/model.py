@@ -40,14 +40,7 @@ import torch
 from torch import nn
 
 from models.config_fields import check_known_fields
-from models.mamba2.mixer import (  # noqa: F401  (re-exported: the layer's old home)
-    LayerState,
-    Mamba2Layer,
-    Mamba2Mixer,
-    RMSNormGated,
-    _fused_scan,
-    balanced_chunk,
-)
+from models.mamba2.mixer import LayerState, Mamba2Layer
 from models.quantile import MonotoneQuantileHead
 from models.windows import DEFAULT_QUANTILES
 

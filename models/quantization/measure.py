@@ -13,7 +13,7 @@ import torch
 
 from models import quantile
 from models.evaluation import metrics
-from models.quantization.outputs import _first_tensor
+from models.quantization.outputs import first_tensor
 
 
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float:
@@ -50,7 +50,7 @@ def compare_variant(
     with torch.inference_mode():
         ref = reference_fn(*inputs)
         var = variant_fn(*inputs)
-    ref_t, var_t = _first_tensor(ref).float(), _first_tensor(var).float()
+    ref_t, var_t = first_tensor(ref).float(), first_tensor(var).float()
     m_ref, m_var = float(metric_fn(ref)), float(metric_fn(var))
     scale = float(ref_t.abs().max())
     diff = (var_t - ref_t).abs()

@@ -32,7 +32,7 @@ from models.int8_weight_only import (
     stored_bytes,
     weight_only_tensors,
 )
-from models.quantization.outputs import Inputs, _map_tensors, _tensors
+from models.quantization.outputs import Inputs, map_tensors, output_tensors
 
 PRECISIONS = ("fp32", "int8", "fp16", "bf16")
 HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -76,7 +76,7 @@ class PrecisionCast(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> Any:
         cast = [x.to(self.dtype) if x.is_floating_point() else x for x in inputs]
-        return _map_tensors(self.inner(*cast), lambda t: t.float() if t.is_floating_point() else t)
+        return map_tensors(self.inner(*cast), lambda t: t.float() if t.is_floating_point() else t)
 
 
 def state_dict_bytes(module: nn.Module) -> int:
@@ -137,7 +137,7 @@ def _build(precision: str, base: nn.Module, inputs: Inputs, device: torch.device
     module.eval()
     with torch.inference_mode():
         result = module(*inputs)
-    bad = [t for t in _tensors(result) if t.is_floating_point() and not torch.isfinite(t).all()]
+    bad = [t for t in output_tensors(result) if t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         return Unsupported(precision, f"forward pass gave non-finite outputs in {precision}")
     size = stored_bytes(module) if precision == "int8" else state_dict_bytes(module)

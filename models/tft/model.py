@@ -73,19 +73,14 @@ from torch import nn
 from models.config_fields import check_known_fields
 from models.quantile import MonotoneQuantileHead
 from models.tft.init import reference_init
-from models.tft.layers import (  # noqa: F401  (re-exported: the building blocks' old home)
-    CHUNK_ELEMENTS,
+from models.tft.layers import (
     GateAddNorm,
-    GatedLinearUnit,
     GatedResidualNetwork,
     InterpretableMultiHeadAttention,
-    PerVariableAffine,
     StackedGRN,
     VariableSelectionNetwork,
-    _layer_norm,
-    _linear,
-    _lstm,
     causal_mask,
+    fast_lstm,
 )
 from models.windows import DEFAULT_QUANTILES
 
@@ -293,8 +288,8 @@ class TemporalFusionTransformer(nn.Module):
         else:
             future = self.future_default.expand(b, c.horizon, -1)
 
-        enc_out, state = _lstm(self.encoder, past, (h0, c0))
-        dec_out, _ = _lstm(self.decoder, future, state)
+        enc_out, state = fast_lstm(self.encoder, past, (h0, c0))
+        dec_out, _ = fast_lstm(self.decoder, future, state)
         temporal = self.lstm_gate.fast(torch.cat([enc_out, dec_out], dim=1),
                                        torch.cat([past, future], dim=1))
         enrichment = self.enrichment
