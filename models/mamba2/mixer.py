@@ -50,7 +50,7 @@ class RMSNormGated(nn.Module):
 @functools.cache
 def fused_scan() -> Callable[..., Any] | None:
     """The fused CUDA scan of ``mamba_ssm``, or ``None`` where it is not installed or cannot run."""
-    try:
+    try:  # local: mamba_ssm is an optional dependency (CUDA builds only)
         from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
     except Exception:  # not installed, or no triton / CUDA build
         return None

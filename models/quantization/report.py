@@ -15,6 +15,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.agents.trading_env import (
+    evaluate_positions,
+    policy_layout_config,
+    policy_state,
+    prepare_market_data,
+)
+from models.atomic import atomic_write
 from models.evaluation import metrics
 from models.export import artifact_bytes, export_artifact, forecaster_metadata
 from models.quantization import (
@@ -56,8 +63,6 @@ class QuantizationReport:
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """The report, atomically; artifact paths relative to the report's directory when
         they lie under it, so a moved home (or a copy in object storage) still finds them."""
-        from models.atomic import atomic_write
-
         path = Path(path)
         text = json.dumps({
             "model": self.model, "kind": self.kind, "recommended": self.recommended,
@@ -139,13 +144,6 @@ def quantize_agent(
     ``trading_env.evaluate_positions`` on ``split`` (same costs as the evaluation);
     agreement = share of rows where its position equals fp32's; Sharpe per
     ``metrics.sharpe_ratio`` on the net per-bar P&L."""
-    from models.agents.trading_env import (
-        evaluate_positions,
-        policy_layout_config,
-        policy_state,
-        prepare_market_data,
-    )
-
     state = policy_state(policy)  # the forecasters it observes stay fp32: only the policy varies
     market = prepare_market_data(data, split, policy_layout_config(policy), state=state)
     rows_idx = market.rows

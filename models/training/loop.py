@@ -23,13 +23,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 from torch import nn
+from tqdm.auto import tqdm
 
 from models import climatology
 from models.config_fields import check_known_fields
 from models.quantile import pinball_loss, pinball_loss_numpy
 from models.registry import model_type_of
 from models.training.checkpoint import (
+    OPTIMIZER_PREFIX,
     checkpoint_file,
     dataset_signature,
     load_optimizer_state,
@@ -463,10 +466,6 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 def _load_weights(model: nn.Module, path: Path) -> None:
-    from safetensors.torch import load_file
-
-    from models.training.checkpoint import OPTIMIZER_PREFIX
-
     state = {k: v for k, v in load_file(str(checkpoint_file(path))).items()
              if not k.startswith(OPTIMIZER_PREFIX)}
     model.load_state_dict(state, strict=True)
@@ -475,6 +474,4 @@ def _load_weights(model: nn.Module, path: Path) -> None:
 def _progress_bar(total: int, initial: int, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=True)
