@@ -99,9 +99,18 @@ def run_backtest(
     pnl = gross - costs
 
     trade_pnl = _trade_pnl(p, prev, gross, c, forced_close)
+    metrics = _backtest_metrics(pnl, p, change + forced_close, costs, trade_pnl, bars_per_year)
+    return BacktestResult(pnl=pnl, gross_pnl=gross, costs=costs, positions=p,
+                          trade_pnl=trade_pnl, metrics=metrics)
+
+
+def _backtest_metrics(pnl: np.ndarray, p: np.ndarray, traded: np.ndarray, costs: np.ndarray,
+                      trade_pnl: np.ndarray, bars_per_year: float) -> dict[str, float]:
+    """The flat metric set of a backtest; ``traded`` is the position change charged per bar."""
+    n = pnl.shape[0]
     in_pos = p != 0
-    turnover = float((change + forced_close).sum())
-    metrics = {
+    turnover = float(traded.sum())
+    return {
         "n_bars": float(n),
         "total_log_return": float(pnl.sum()),
         "annual_log_return": float(pnl.mean() * bars_per_year) if n else float("nan"),
@@ -116,8 +125,6 @@ def run_backtest(
         "exposure": float(np.abs(p).mean()) if n else 0.0,
         "total_cost": float(costs.sum()),
     }
-    return BacktestResult(pnl=pnl, gross_pnl=gross, costs=costs, positions=p,
-                          trade_pnl=trade_pnl, metrics=metrics)
 
 
 def _trade_pnl(
