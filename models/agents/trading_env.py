@@ -396,12 +396,20 @@ def evaluate_positions(
         starts[np.searchsorted(rows, market.stretch_starts)] = True
         ends[np.searchsorted(rows, market.stretch_ends)] = True
     positions = _scan_positions(_action_table(fn, market, batch_size), starts)
+    return _replay(market, positions, starts, ends if close_at_end else None)
+
+
+def _replay(market: MarketData, positions: np.ndarray, starts: np.ndarray,
+            closes: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Per-row returns, costs and rewards of ``positions`` on the tradable rows, each
+    stretch entered flat; with ``closes`` the exit at a stretch's last row is charged too."""
+    rows = market.rows
     previous = np.where(starts, 0, np.concatenate([[0], positions[:-1]]))
     returns = market.returns[rows]
     unit_cost = market.cost[rows]
     changed = np.abs(positions - previous)
-    if close_at_end:
-        changed = changed + np.where(ends, np.abs(positions), 0)
+    if closes is not None:
+        changed = changed + np.where(closes, np.abs(positions), 0)
     costs = unit_cost * changed
     rewards = positions * returns - costs
     return {

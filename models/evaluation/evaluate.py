@@ -325,9 +325,7 @@ def evaluate_forecaster(
     batch_size: int = 256,
     cost_multiplier: float = 1.0,
     threshold_k: float = 1.0,
-    latency_calls: int = 200,
-    bootstrap: int = 1000,
-    seed: int = 0,
+    latency_calls: int = 200, bootstrap: int = 1000, seed: int = 0,
     momentum_lookbacks: Sequence[int] = (1,),
     model_features: Mapping[str, Sequence[str]] | None = None,
     checkpoint_path: Path | None = None,
@@ -342,8 +340,7 @@ def evaluate_forecaster(
     bars = _bars(data, split, cost_multiplier)
     quantiles = list(data.meta["quantiles"])
     ds = data.window_dataset("test")
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device).eval()
+    model = model.to(device).eval() if isinstance(model, torch.nn.Module) else model
     preds = predict_windows(name, model, ds, batch_size=batch_size, device=device,
                             expect_shape=(data.horizon, len(quantiles)))
     y = np.asarray(split.targets[bars.rows], np.float64) / data.target_scale
@@ -362,8 +359,8 @@ def evaluate_forecaster(
         name, Path(out_dir), preds[:, 0] * data.target_scale, bars, quantiles, pnl,
         {name: calib, "climatology": calibration_table(clim, y, quantiles)})
     period = split_period(split)
-    md = _header(name, "forecaster", data, period, bars, cost_multiplier, threshold_k)
-    md += comparison_markdown({name: metrics, **baselines})
+    md = (_header(name, "forecaster", data, period, bars, cost_multiplier, threshold_k)
+          + comparison_markdown({name: metrics, **baselines}))
     return EvaluationReport(name=name, kind="forecaster", metrics=metrics, baselines=baselines,
                             markdown=md, plots=figs, period=period, calibration=calib,
                             equity=equity)

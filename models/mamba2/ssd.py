@@ -33,17 +33,9 @@ import torch.nn.functional as F
 
 
 def ssd_chunked(
-    x: torch.Tensor,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    c: torch.Tensor,
-    chunk_size: int,
-    initial_state: torch.Tensor | None = None,
-    *,
-    dt: torch.Tensor | None = None,
-    d: torch.Tensor | None = None,
-    final_state: bool = True,
-    outputs: int | None = None,
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, chunk_size: int,
+    initial_state: torch.Tensor | None = None, *, dt: torch.Tensor | None = None,
+    d: torch.Tensor | None = None, final_state: bool = True, outputs: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked SSD scan.
 

@@ -150,18 +150,13 @@ def quantize_agent(
     rows_idx = market.rows
     if rows_idx.size == 0:
         raise ValueError(f"{model_name}: split {split!r} has no tradable rows")
-    pick = rows_idx[np.unique(np.linspace(0, rows_idx.size - 1, min(max_obs, rows_idx.size)).astype(np.int64))]
-    obs = (torch.from_numpy(market.observations(pick, 0)),)
+    obs = _spread_observations(market, max_obs)
     variants = quantize_variants(policy, batch_of(obs, 4), precisions=precisions)
     ref = variants.get("fp32")
     if not isinstance(ref, Variant):
         raise ValueError(f"{model_name}: fp32 reference could not run: {getattr(ref, 'reason', 'not requested')}")
     bpy = float(data.meta.get("bars_per_year", metrics.DEFAULT_BARS_PER_YEAR))
-    ref_bt = _backtest(ref.module, market)
-    fp32 = _AgentReference(
-        module=ref.module, backtest=ref_bt, sharpe=metrics.sharpe_ratio(ref_bt["rewards"], bpy),
-        latency={b: latency_ms(ref.module, batch_of(obs, b), repeats=latency_repeats) for b in (1, 32)},
-        state_dict_bytes=ref.state_dict_bytes)
+    fp32 = _AgentReference.of(ref, market, obs, bpy, latency_repeats)
     rows: list[dict[str, Any]] = []
     for precision, v in variants.items():
         row: dict[str, Any] = {"precision": precision, "metric": "sharpe", "supported": v.supported,
@@ -169,7 +164,7 @@ def quantize_agent(
         if isinstance(v, Unsupported):
             rows.append({**row, "accepted": False, "reason": f"not supported here: {v.reason}"})
             continue
-        bt = ref_bt if precision == "fp32" else _backtest(v.module, market)
+        bt = fp32.backtest if precision == "fp32" else _backtest(v.module, market)
         row.update(_agent_row(precision, v, bt, metrics.sharpe_ratio(bt["rewards"], bpy), fp32, obs,
                               tolerance, latency_repeats))
         rows.append(row)
@@ -195,6 +190,23 @@ class _AgentReference:
     sharpe: float
     latency: dict[int, float]
     state_dict_bytes: int
+
+    @classmethod
+    def of(cls, ref: Variant, market: MarketData, obs: tuple[torch.Tensor, ...],
+           bars_per_year: float, latency_repeats: int) -> _AgentReference:
+        bt = _backtest(ref.module, market)
+        return cls(module=ref.module, backtest=bt,
+                   sharpe=metrics.sharpe_ratio(bt["rewards"], bars_per_year),
+                   latency={b: latency_ms(ref.module, batch_of(obs, b), repeats=latency_repeats)
+                            for b in (1, 32)},
+                   state_dict_bytes=ref.state_dict_bytes)
+
+
+def _spread_observations(market: MarketData, max_obs: int) -> tuple[torch.Tensor]:
+    """Observations (flat position) of up to ``max_obs`` evenly spaced tradable rows."""
+    rows_idx = market.rows
+    pick = rows_idx[np.unique(np.linspace(0, rows_idx.size - 1, min(max_obs, rows_idx.size)).astype(np.int64))]
+    return (torch.from_numpy(market.observations(pick, 0)),)
 
 
 def _backtest(module: nn.Module, market: MarketData) -> dict[str, np.ndarray]:
