@@ -165,8 +165,7 @@ def quantize_agent(
             rows.append({**row, "accepted": False, "reason": f"not supported here: {v.reason}"})
             continue
         bt = fp32.backtest if precision == "fp32" else _backtest(v.module, market)
-        row.update(_agent_row(precision, v, bt, metrics.sharpe_ratio(bt["rewards"], bpy), fp32, obs,
-                              tolerance, latency_repeats))
+        row.update(_agent_row(precision, v, bt, bpy, fp32, obs, tolerance, latency_repeats))
         rows.append(row)
 
     def meta(precision: str) -> dict[str, Any]:
@@ -218,11 +217,12 @@ def _backtest(module: nn.Module, market: MarketData) -> dict[str, np.ndarray]:
     return evaluate_positions(act, market)
 
 
-def _agent_row(precision: str, v: Variant, bt: dict[str, np.ndarray], sharpe: float,
+def _agent_row(precision: str, v: Variant, bt: dict[str, np.ndarray], bars_per_year: float,
                ref: _AgentReference, obs: tuple[torch.Tensor, ...], tolerance: Tolerance,
                latency_repeats: int) -> dict[str, Any]:
-    """One supported variant's row: output distance, Sharpe against fp32, action agreement,
-    the verdict and its reason, latency and size."""
+    """One supported variant's row from its backtest ``bt``: output distance, Sharpe against
+    fp32, action agreement, the verdict and its reason, latency and size."""
+    sharpe = metrics.sharpe_ratio(bt["rewards"], bars_per_year)
     agree = float((bt["positions"] == ref.backtest["positions"]).mean())
     row = compare_variant(ref.module, v.module, obs, lambda out: 0.0)
     row.pop("metric_rel_change")
