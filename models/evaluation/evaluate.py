@@ -19,12 +19,7 @@ import torch
 
 from models.climatology import climatology_quantiles
 from models.evaluation import plots
-from models.evaluation.backtest import (
-    BacktestResult,
-    decision_rows,
-    run_backtest,
-    threshold_positions,
-)
+from models.evaluation.backtest import BacktestResult, decision_rows, run_backtest
 from models.evaluation.baselines import (
     buy_and_hold_positions,
     climatology_forecast,
@@ -41,6 +36,7 @@ from models.evaluation.metrics import (
 )
 from models.evaluation.running_cost import measure_running_cost
 from models.evaluation.skill import idle_is_undefined
+from models.trading_rules import threshold_positions
 from models.windows import SplitArrays, TrainingData, WindowDataset, to_device
 
 FAN_CHART_BARS = 300

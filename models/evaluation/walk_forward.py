@@ -13,7 +13,7 @@ The protocol, the same for every model and baseline:
   part only, and every candidate is fitted from scratch on it (``Candidate.fit``).
 * Every candidate is scored on the same decision bars and costs (``models.evaluation
   .backtest``). A forecaster trades its median forecast of the ``decision_horizon``-bar
-  return (default: the dataset's horizon) through a no-trade band (``backtest
+  return (default: the dataset's horizon) through a no-trade band (``models.trading_rules
   .band_positions``): it enters beyond ``threshold_k`` x the one-way cost and holds until the
   forecast changes sign. A 1-bar forecast of a drift that pays over 5 bars seldom clears
   one tick, so the 1-bar rule hid the skill the generator's drift offers, and leaving a
@@ -38,13 +38,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from models.evaluation.backtest import band_positions, decision_rows, run_backtest
+from models.evaluation.backtest import decision_rows, run_backtest
 from models.evaluation.candidates import Candidate, climatology_candidate, trading_baselines
 from models.evaluation.metrics import (
     forecast_metrics,
     quantile_index,
 )
 from models.evaluation.skill import ScoredBars, bar_metrics, bonferroni_level
+from models.trading_rules import band_positions
 from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 

@@ -9,7 +9,7 @@ from models.agents.imitation import imitate_rule, rule_actions
 from models.agents.state import ForecastState, forecasts
 from models.agents.trading_env import EnvConfig, prepare_market_data
 from models.agents.train import PPOConfig, make_ppo, train_ppo
-from models.evaluation.backtest import band_action
+from models.trading_rules import band_action
 from models.training.loop import TrainConfig, train_forecaster
 from tests.models.agents.test_forecast_state import H, L, data, tiny_forecaster  # noqa: F401
 
