@@ -182,7 +182,7 @@ def pf_curve(data: TrainingData, epochs: int, lr: float, weight_decay: float
 
 def references(data: TrainingData) -> dict[str, dict[str, float]]:
     from foxhunt_pipeline.config.profiles import PROFILES
-    from models.evaluation.baselines import climatology_quantiles
+    from models.climatology import climatology_quantiles
     from models.evaluation.lightgbm_baseline import fit_lightgbm_quantiles
 
     q = data.meta["quantiles"]

@@ -14,7 +14,7 @@ batch 1, 7 and 64, which is what "dynamic batch" means in practice (a trace that
 the example batch size or a batch-dependent branch in fails here, not in production).
 Trace from a small example batch (<= 4).
 
-int8 variants also carry weight-only int8 tensors (``models.quantization.int8_weight_only``): in the
+int8 variants also carry weight-only int8 tensors (``models.int8_weight_only``): in the
 TorchScript file those parameters are empty placeholders; their int8 codes and fp32
 scales go to ``weights_int8.safetensors`` (no pickle) and ``load_artifact`` puts the
 dequantized tensors back, so the loaded module is the variant exactly. TorchScript's
@@ -46,7 +46,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from models.atomic import atomic_replace_dir, atomic_write
-from models.quantization.int8_weight_only import dequantize_tensor, weight_only_tensors
+from models.int8_weight_only import dequantize_tensor, weight_only_tensors
 
 META_FILE = "meta.json"
 FORMAT_FILES = {"torch.export": "model.pt2", "torchscript": "model.ts"}
@@ -163,6 +163,16 @@ def artifact_bytes(path: str | os.PathLike[str]) -> int:
 
 
 # --- export routes -------------------------------------------------------------------
+
+
+def batch_of(example_inputs: Sequence[torch.Tensor], batch: int) -> tuple[torch.Tensor, ...]:
+    """``example_inputs`` tiled / cut along dim 0 to ``batch`` rows: the batches an artifact
+    is checked on here, and the ones quantization measures latency with."""
+    out = []
+    for x in example_inputs:
+        reps = -(-batch // x.shape[0])
+        out.append(x.repeat(reps, *([1] * (x.dim() - 1)))[:batch].clone())
+    return tuple(out)
 
 
 def _write_first_working(
@@ -339,8 +349,6 @@ def _load_model(fmt: str, model_path: Path, weights: Path | None = None) -> Call
 
 
 def _check_reproduces(module: nn.Module, loaded: Callable[..., Any], example: tuple[torch.Tensor, ...]) -> None:
-    from models.quantization import batch_of  # local: keep export importable on its own
-
     for b in CHECK_BATCHES:
         inputs = tuple(_vary(x, seed) for seed, x in enumerate(batch_of(example, b)))
         # the reference takes the module path the artifact recorded: an inference-only fast

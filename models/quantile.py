@@ -9,6 +9,7 @@ scores baselines that never touch torch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,11 +17,20 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def pinball_terms(diff: Any, q: Any) -> Any:
+    """Per-element pinball loss ``max(q * e, (q - 1) * e)`` of errors ``e = y - yhat``.
+
+    The one formula behind every pinball number in the project; it takes numpy arrays or
+    torch tensors (whichever ``diff`` is), so training and scoring cannot drift apart."""
+    maximum = torch.maximum if isinstance(diff, torch.Tensor) else np.maximum
+    return maximum(q * diff, (q - 1.0) * diff)
+
+
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
     """Mean pinball loss. ``pred [..., Q]``, ``target [...]``, ``quantiles [Q]``."""
     diff = target.unsqueeze(-1) - pred
     q = quantiles.to(dtype=pred.dtype, device=pred.device)
-    return torch.maximum(q * diff, (q - 1.0) * diff).mean()
+    return pinball_terms(diff, q).mean()
 
 
 def pinball_loss_numpy(
@@ -31,8 +41,7 @@ def pinball_loss_numpy(
     q = np.asarray(quantiles, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     diff = target[..., None] - np.asarray(pred, dtype=np.float64)
-    loss = np.maximum(q * diff, (q - 1.0) * diff)
-    return float(np.nanmean(loss))
+    return float(np.nanmean(pinball_terms(diff, q)))
 
 
 class MonotoneQuantileHead(nn.Module):

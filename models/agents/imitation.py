@@ -18,7 +18,7 @@ from stable_baselines3 import PPO
 
 from models.agents.state import StateLayout
 from models.agents.trading_env import MarketData
-from models.evaluation.backtest import band_action
+from models.trading_rules import band_action
 
 
 def rule_actions(market: MarketData, layout: StateLayout, rows: np.ndarray,

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from models.atomic import atomic_write
+from models.config_fields import check_known_fields
 from models.registry import model_type_of
 from models.training.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
 from models.windows import SplitArrays, TrainingData
@@ -71,10 +72,7 @@ class StateLayout:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StateLayout:
-        known = set(cls.__dataclass_fields__)
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"StateLayout: unknown field(s) {sorted(unknown)}")
+        check_known_fields(cls, d)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 

@@ -112,6 +112,46 @@ def prepare_market_data(data: TrainingData, split: str, config: EnvConfig | None
     lookback = 1 if state is not None else int(config.lookback or data.lookback)
     if lookback < 1:
         raise ValueError(f"EnvConfig.lookback must be >= 1, got {lookback}")
+    features, names, state_ok = _observation_channels(data, split, config, state)
+    n = s.n_rows
+    targets = np.asarray(s.targets)
+    if targets.ndim != 2 or targets.shape[0] != n:
+        raise ValueError(f"{split}/targets has shape {targets.shape}, expected [{n}, H]")
+    returns = targets[:, 0].astype(np.float64)
+    ts = np.asarray(s.ts_event, dtype=np.int64)
+    cost = data.cost_log_return(split) * float(config.cost_multiplier)
+    if not np.isfinite(cost).all() or (cost < 0).any():
+        raise ValueError(f"meta cost_log_return gives a negative or non-finite cost for {split}")
+    # the state of t decides, the state of t + 1 is the next observation
+    tradable = (_history_ok(np.asarray(s.segment), lookback)
+                & _step_ok(np.asarray(s.segment), ts, config, split)
+                & np.isfinite(returns) & state_ok)
+    tradable[:-1] &= state_ok[1:]
+
+    _check_finite_windows(features, names, tradable, lookback, split)
+
+    edges = np.diff(np.concatenate([[0], tradable.astype(np.int8), [0]]))
+    return MarketData(
+        split=split,
+        features=features,
+        channel_names=names,
+        returns=returns,
+        cost=cost,
+        ts_event=ts,
+        tradable=tradable,
+        stretch_starts=np.flatnonzero(edges == 1).astype(np.int64),
+        stretch_ends=(np.flatnonzero(edges == -1) - 1).astype(np.int64),
+        lookback=lookback,
+        reward_scale=_reward_scale(data, config),
+        config=config,
+    )
+
+
+def _observation_channels(data: TrainingData, split: str, config: EnvConfig,
+                          state: RowState | None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(clipped ``[n, C]`` channels, their names, rows whose state is finite): the row's
+    state when there is one, else the observed (and known) features."""
+    s = data.splits[split]
     n = s.n_rows
     state_ok = np.ones(n, dtype=bool)
     if state is not None:
@@ -130,61 +170,41 @@ def prepare_market_data(data: TrainingData, split: str, config: EnvConfig | None
     features = np.clip(np.concatenate(parts, axis=1), -config.obs_clip, config.obs_clip)
     if len(names) != features.shape[1]:
         names = [f"c_{i}" for i in range(features.shape[1])]
+    return features, names, state_ok
 
-    targets = np.asarray(s.targets)
-    if targets.ndim != 2 or targets.shape[0] != n:
-        raise ValueError(f"{split}/targets has shape {targets.shape}, expected [{n}, H]")
-    returns = targets[:, 0].astype(np.float64)
-    segment = np.asarray(s.segment)
-    ts = np.asarray(s.ts_event, dtype=np.int64)
-    cost = data.cost_log_return(split) * float(config.cost_multiplier)
-    if not np.isfinite(cost).all() or (cost < 0).any():
-        raise ValueError(f"meta cost_log_return gives a negative or non-finite cost for {split}")
 
-    # complete history: row t-L+1 is in t's segment (segments are contiguous runs)
-    history_ok = np.zeros(n, dtype=bool)
+def _history_ok(segment: np.ndarray, lookback: int) -> np.ndarray:
+    """Rows with a complete history: row t-L+1 is in t's segment (segments are contiguous runs)."""
+    n = segment.shape[0]
+    ok = np.zeros(n, dtype=bool)
     if n >= lookback:
-        history_ok[lookback - 1 :] = segment[lookback - 1 :] == segment[: n - lookback + 1]
-    # the next bar exists, is in the same contract and is not across a session break
-    step_ok = np.zeros(n, dtype=bool)
+        ok[lookback - 1 :] = segment[lookback - 1 :] == segment[: n - lookback + 1]
+    return ok
+
+
+def _step_ok(segment: np.ndarray, ts: np.ndarray, config: EnvConfig, split: str) -> np.ndarray:
+    """Rows whose next bar exists, is in the same contract and is not across a session break."""
+    n = segment.shape[0]
+    ok = np.zeros(n, dtype=bool)
     if n > 1:
         same = segment[1:] == segment[:-1]
         dt = np.diff(ts)
         if (dt[same] <= 0).any():
             bad = int(np.flatnonzero(same & (dt <= 0))[0]) + 1
             raise ValueError(f"{split}/ts_event is not increasing within a segment at row {bad}")
-        step_ok[:-1] = same
+        ok[:-1] = same
         if config.session_gap_factor is not None and same.any():
             median = float(np.median(dt[same]))
-            step_ok[:-1] &= dt <= config.session_gap_factor * median
-    # the state of t decides, the state of t + 1 is the next observation
-    tradable = history_ok & step_ok & np.isfinite(returns) & state_ok
-    tradable[:-1] &= state_ok[1:]
+            ok[:-1] &= dt <= config.session_gap_factor * median
+    return ok
 
-    _check_finite_windows(features, names, tradable, lookback, split)
 
-    edges = np.diff(np.concatenate([[0], tradable.astype(np.int8), [0]]))
-    starts = np.flatnonzero(edges == 1).astype(np.int64)
-    ends = (np.flatnonzero(edges == -1) - 1).astype(np.int64)
+def _reward_scale(data: TrainingData, config: EnvConfig) -> float:
+    """``config.reward_scale``, else one over the dataset's target scale (1 if it has none)."""
     if config.reward_scale is not None:
-        scale = float(config.reward_scale)
-    else:
-        ts_ = data.target_scale
-        scale = 1.0 / ts_ if np.isfinite(ts_) and ts_ > 0 else 1.0
-    return MarketData(
-        split=split,
-        features=features,
-        channel_names=names,
-        returns=returns,
-        cost=cost,
-        ts_event=ts,
-        tradable=tradable,
-        stretch_starts=starts,
-        stretch_ends=ends,
-        lookback=lookback,
-        reward_scale=scale,
-        config=config,
-    )
+        return float(config.reward_scale)
+    ts_ = data.target_scale
+    return 1.0 / ts_ if np.isfinite(ts_) and ts_ > 0 else 1.0
 
 
 def _check_finite_windows(
@@ -370,32 +390,26 @@ def evaluate_positions(
         )
     rows = market.rows
     n = rows.size
-    table = np.empty((n, N_ACTIONS), dtype=np.int64)  # action for (row, current position)
-    for lo in range(0, n, batch_size):
-        r = rows[lo : lo + batch_size]
-        obs = np.concatenate([market.observations(r, p) for p in (-1, 0, 1)], axis=0)
-        act = np.asarray(_to_numpy(fn(obs)), dtype=np.int64).reshape(-1)
-        if act.shape[0] != obs.shape[0] or ((act < 0) | (act >= N_ACTIONS)).any():
-            raise ValueError(f"policy must return one action in 0..2 per observation, got {act[:8]}")
-        table[lo : lo + r.size] = act.reshape(N_ACTIONS, r.size).T
     starts = np.zeros(n, dtype=bool)
     ends = np.zeros(n, dtype=bool)
     if n:
         starts[np.searchsorted(rows, market.stretch_starts)] = True
         ends[np.searchsorted(rows, market.stretch_ends)] = True
-    positions = np.empty(n, dtype=np.int64)
-    prev = 0
-    for i in range(n):  # O(N) integer scan; the forwards above did the heavy work
-        if starts[i]:
-            prev = 0
-        prev = int(ACTION_POSITIONS[table[i, prev + 1]])
-        positions[i] = prev
+    positions = _scan_positions(_action_table(fn, market, batch_size), starts)
+    return _replay(market, positions, starts, ends if close_at_end else None)
+
+
+def _replay(market: MarketData, positions: np.ndarray, starts: np.ndarray,
+            closes: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Per-row returns, costs and rewards of ``positions`` on the tradable rows, each
+    stretch entered flat; with ``closes`` the exit at a stretch's last row is charged too."""
+    rows = market.rows
     previous = np.where(starts, 0, np.concatenate([[0], positions[:-1]]))
     returns = market.returns[rows]
     unit_cost = market.cost[rows]
     changed = np.abs(positions - previous)
-    if close_at_end:
-        changed = changed + np.where(ends, np.abs(positions), 0)
+    if closes is not None:
+        changed = changed + np.where(closes, np.abs(positions), 0)
     costs = unit_cost * changed
     rewards = positions * returns - costs
     return {
@@ -407,6 +421,35 @@ def evaluate_positions(
         "rewards": rewards,
         "episode_start": starts,
     }
+
+
+def _action_table(fn: PolicyFn, market: MarketData, batch_size: int) -> np.ndarray:
+    """``[n, 3]`` action of every tradable row under each current position (-1, 0, 1),
+    from batched forwards."""
+    rows = market.rows
+    n = rows.size
+    table = np.empty((n, N_ACTIONS), dtype=np.int64)  # action for (row, current position)
+    for lo in range(0, n, batch_size):
+        r = rows[lo : lo + batch_size]
+        obs = np.concatenate([market.observations(r, p) for p in (-1, 0, 1)], axis=0)
+        act = np.asarray(_to_numpy(fn(obs)), dtype=np.int64).reshape(-1)
+        if act.shape[0] != obs.shape[0] or ((act < 0) | (act >= N_ACTIONS)).any():
+            raise ValueError(f"policy must return one action in 0..2 per observation, got {act[:8]}")
+        table[lo : lo + r.size] = act.reshape(N_ACTIONS, r.size).T
+    return table
+
+
+def _scan_positions(table: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The path the policy takes through ``table``, flat at each stretch start: an O(N)
+    integer scan, the forwards having done the heavy work."""
+    positions = np.empty(table.shape[0], dtype=np.int64)
+    prev = 0
+    for i in range(table.shape[0]):
+        if starts[i]:
+            prev = 0
+        prev = int(ACTION_POSITIONS[table[i, prev + 1]])
+        positions[i] = prev
+    return positions
 
 
 LAYOUT_FIELDS = ("lookback", "include_known", "obs_clip", "session_gap_factor")

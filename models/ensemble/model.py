@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from models.registry import build_model, model_type_of
+
 
 @dataclass
 class EnsembleConfig:
@@ -49,8 +51,6 @@ class EnsembleConfig:
 class QuantileEnsemble(nn.Module):
     def __init__(self, config: EnsembleConfig):
         super().__init__()
-        from models.registry import build_model
-
         self.config = config
         self.members = nn.ModuleList(build_model(m["model_type"], m["config"]) for m in config.members)
         weight = dict(zip(config.names, config.weights, strict=True))
@@ -72,8 +72,6 @@ def build_ensemble(names: list[str], weights: dict[str, float], members: dict[st
                    *, horizon: int, quantiles, climatology=None, lookback: int = 0) -> QuantileEnsemble:
     """The ensemble of the ``members`` (name -> trained module) with non-zero weight, their
     trained weights copied in."""
-    from models.registry import model_type_of
-
     kept = [n for n in names if weights.get(n, 0.0) > 0.0]
     models = [n for n in kept if n != "climatology"]
     config = EnsembleConfig(

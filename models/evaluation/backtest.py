@@ -1,4 +1,5 @@
-"""Vectorised bar backtest with costs, roll-aware, and the forecast-to-position rule.
+"""Vectorised bar backtest with costs, roll-aware (the forecast-to-position rules are in
+``models.trading_rules``).
 
 Protocol (the same for every model and baseline):
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.evaluation.metrics import max_drawdown, sharpe_ratio, sortino_ratio
+from models.trading_rules import as_1d
 
 
 @dataclass
@@ -40,18 +42,9 @@ class BacktestResult:
         return np.cumsum(self.pnl)
 
 
-def _as_1d(name: str, a: np.ndarray, n: int | None = None) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
-    if n is not None and a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} rows, expected {n} (one per bar)")
-    return a
-
-
 def validate_positions(positions: np.ndarray, n: int | None = None) -> np.ndarray:
     """Positions as float64, finite and within [-1, 1]; the error names the first bad row."""
-    p = _as_1d("positions", positions, n).astype(np.float64)
+    p = as_1d("positions", positions, n).astype(np.float64)
     bad = ~np.isfinite(p) | (np.abs(p) > 1.0 + 1e-12)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -73,10 +66,10 @@ def run_backtest(
     of its bars minus its entry, resizing and exit costs (a flip's cost is split between
     the trade it closes and the one it opens).
     """
-    r = _as_1d("returns", returns).astype(np.float64)
+    r = as_1d("returns", returns).astype(np.float64)
     n = r.shape[0]
     p = validate_positions(positions, n)
-    seg = _as_1d("segment", segment, n)
+    seg = as_1d("segment", segment, n)
     c = np.broadcast_to(np.asarray(cost, np.float64), (n,)).copy()
     if (~np.isfinite(c) | (c < 0)).any():
         raise ValueError("cost must be finite and non-negative")
@@ -99,9 +92,18 @@ def run_backtest(
     pnl = gross - costs
 
     trade_pnl = _trade_pnl(p, prev, gross, c, forced_close)
+    metrics = _backtest_metrics(pnl, p, change + forced_close, costs, trade_pnl, bars_per_year)
+    return BacktestResult(pnl=pnl, gross_pnl=gross, costs=costs, positions=p,
+                          trade_pnl=trade_pnl, metrics=metrics)
+
+
+def _backtest_metrics(pnl: np.ndarray, p: np.ndarray, traded: np.ndarray, costs: np.ndarray,
+                      trade_pnl: np.ndarray, bars_per_year: float) -> dict[str, float]:
+    """The flat metric set of a backtest; ``traded`` is the position change charged per bar."""
+    n = pnl.shape[0]
     in_pos = p != 0
-    turnover = float((change + forced_close).sum())
-    metrics = {
+    turnover = float(traded.sum())
+    return {
         "n_bars": float(n),
         "total_log_return": float(pnl.sum()),
         "annual_log_return": float(pnl.mean() * bars_per_year) if n else float("nan"),
@@ -116,8 +118,6 @@ def run_backtest(
         "exposure": float(np.abs(p).mean()) if n else 0.0,
         "total_cost": float(costs.sum()),
     }
-    return BacktestResult(pnl=pnl, gross_pnl=gross, costs=costs, positions=p,
-                          trade_pnl=trade_pnl, metrics=metrics)
 
 
 def _trade_pnl(
@@ -139,61 +139,6 @@ def _trade_pnl(
     idx = np.flatnonzero(closes)
     totals -= np.bincount(tid[idx - 1], weights=c[idx] * np.abs(prev[idx]), minlength=n_trades)
     return totals
-
-
-def _finite_forecast(f: np.ndarray) -> np.ndarray:
-    if not np.isfinite(f).all():
-        i = int(np.flatnonzero(~np.isfinite(f))[0])
-        raise ValueError(f"forecast is not finite at row {i}: {f[i]!r}")
-    return f
-
-
-def threshold_positions(
-    forecast_log_return: np.ndarray, cost: np.ndarray | float, k: float = 1.0
-) -> np.ndarray:
-    """Cost-aware sign rule: long if forecast > k * cost, short if < -k * cost, else flat."""
-    f = _finite_forecast(np.asarray(forecast_log_return, np.float64))
-    band = k * np.broadcast_to(np.asarray(cost, np.float64), f.shape)
-    return np.where(f > band, 1.0, np.where(f < -band, -1.0, 0.0))
-
-
-def band_action(forecast_log_return: np.ndarray, band: np.ndarray | float,
-                held: np.ndarray | float) -> np.ndarray:
-    """The no-trade band, one step: enter (or flip) where the forecast is beyond +/-``band``,
-    keep ``held`` while the forecast keeps its sign, go flat when the sign turns.
-
-    Why: holding is free and every change pays the cost, so a position worth entering at
-    ``band`` is worth keeping until its expected return turns negative. The symmetric rule
-    (``threshold_positions``) left each trade as soon as the forecast fell inside the band and
-    paid to re-enter; on the generator's drift it traded about twice as often for a lower
-    Sharpe, and the generator's oracle uses this rule (``synthetic.signal``)."""
-    f = _finite_forecast(np.asarray(forecast_log_return, np.float64))
-    b = np.broadcast_to(np.asarray(band, np.float64), f.shape)
-    h = np.broadcast_to(np.asarray(held, np.float64), f.shape)
-    side = np.sign(f)
-    return np.where(np.abs(f) > b, side, np.where((side == np.sign(h)) & (side != 0), h, 0.0))
-
-
-def band_positions(
-    forecast_log_return: np.ndarray, cost: np.ndarray | float, segment: np.ndarray,
-    k: float = 1.0,
-) -> np.ndarray:
-    """``band_action`` applied bar after bar (band ``k`` x the one-way cost), flat at the start
-    of each ``segment``: the forecasters' trading rule on the walk-forward protocol.
-
-    Vectorised: within a run of bars whose forecast keeps one sign (and one segment), the
-    position is that sign from the first bar beyond the band on, and flat before it."""
-    f = _as_1d("forecast", np.asarray(forecast_log_return, np.float64))
-    n = f.shape[0]
-    band = k * np.broadcast_to(np.asarray(cost, np.float64), f.shape)
-    side = np.sign(_finite_forecast(f))
-    seg = _as_1d("segment", segment, n)
-    run_start = np.ones(n, dtype=bool)
-    run_start[1:] = (side[1:] != side[:-1]) | (seg[1:] != seg[:-1])
-    first = np.maximum.accumulate(np.where(run_start, np.arange(n), 0))
-    beyond = np.abs(f) > band
-    last_beyond = np.maximum.accumulate(np.where(beyond, np.arange(n), -1))
-    return np.where(last_beyond >= first, side, 0.0)
 
 
 def decision_rows(window_starts: np.ndarray, lookback: int) -> np.ndarray:

@@ -6,11 +6,9 @@ baseline returns quantile forecasts. All use only data available at the decision
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from models.windows import SplitArrays, TrainingData
+from models.windows import SplitArrays
 
 
 def flat_positions(n: int) -> np.ndarray:
@@ -44,23 +42,6 @@ def momentum_positions(split: SplitArrays, rows: np.ndarray, n: int = 1) -> np.n
     """Sign of the last ``n``-bar return; flat where it is unknown or zero."""
     past = trailing_return(split, rows, n)
     return np.where(np.isfinite(past), np.sign(past), 0.0)
-
-
-def climatology_quantiles(
-    data: TrainingData, quantiles: Sequence[float] | None = None, scaled: bool = True
-) -> np.ndarray:
-    """Unconditional training-split quantiles per horizon, ``[H, Q]``, from the targets of
-    the training windows' decision rows (target-scaled unless ``scaled=False``)."""
-    if "train" not in data.splits:
-        raise ValueError("climatology needs the train split, which this dataset lacks")
-    qs = list(quantiles if quantiles is not None else data.meta["quantiles"])
-    tr = data.splits["train"]
-    rows = np.asarray(tr.window_starts, np.int64) + data.lookback - 1
-    y = np.asarray(tr.targets, np.float64)[rows]
-    if y.shape[0] == 0:
-        raise ValueError("climatology needs training windows; the train split has none")
-    q = np.nanquantile(y, qs, axis=0).T  # [H, Q]
-    return q / data.target_scale if scaled else q
 
 
 def climatology_forecast(climatology: np.ndarray, n_windows: int) -> np.ndarray:

@@ -11,10 +11,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from models.climatology import climatology_quantiles
+from models.evaluation import lightgbm_baseline
 from models.evaluation.backtest import decision_rows
 from models.evaluation.baselines import (
     climatology_forecast,
-    climatology_quantiles,
     momentum_positions,
 )
 from models.windows import TrainingData
@@ -63,8 +64,6 @@ def climatology_candidate() -> Candidate:
 def lightgbm_candidate(seed: int = 0, **params: Any) -> Candidate:
     """``baseline:lightgbm``: gradient-boosted quantiles on the same window features, the bar
     a deep model must clear to be worth its cost."""
-    from models.evaluation import lightgbm_baseline
-
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
         model = lightgbm_baseline.fit_lightgbm_quantiles(train, seed=seed, **params)
         return lambda d: model.predict(d.splits["test"])

@@ -17,17 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.climatology import climatology_quantiles
 from models.evaluation import plots
-from models.evaluation.backtest import (
-    BacktestResult,
-    decision_rows,
-    run_backtest,
-    threshold_positions,
-)
+from models.evaluation.backtest import BacktestResult, decision_rows, run_backtest
 from models.evaluation.baselines import (
     buy_and_hold_positions,
     climatology_forecast,
-    climatology_quantiles,
     flat_positions,
     momentum_positions,
 )
@@ -41,6 +36,7 @@ from models.evaluation.metrics import (
 )
 from models.evaluation.running_cost import measure_running_cost
 from models.evaluation.skill import idle_is_undefined
+from models.trading_rules import threshold_positions
 from models.windows import SplitArrays, TrainingData, WindowDataset, to_device
 
 FAN_CHART_BARS = 300
@@ -325,9 +321,7 @@ def evaluate_forecaster(
     batch_size: int = 256,
     cost_multiplier: float = 1.0,
     threshold_k: float = 1.0,
-    latency_calls: int = 200,
-    bootstrap: int = 1000,
-    seed: int = 0,
+    latency_calls: int = 200, bootstrap: int = 1000, seed: int = 0,
     momentum_lookbacks: Sequence[int] = (1,),
     model_features: Mapping[str, Sequence[str]] | None = None,
     checkpoint_path: Path | None = None,
@@ -342,51 +336,81 @@ def evaluate_forecaster(
     bars = _bars(data, split, cost_multiplier)
     quantiles = list(data.meta["quantiles"])
     ds = data.window_dataset("test")
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device).eval()
+    model = model.to(device).eval() if isinstance(model, torch.nn.Module) else model
     preds = predict_windows(name, model, ds, batch_size=batch_size, device=device,
                             expect_shape=(data.horizon, len(quantiles)))
     y = np.asarray(split.targets[bars.rows], np.float64) / data.target_scale
-    j50 = quantile_index(quantiles, 0.5)
-
-    def forecast_side(p: np.ndarray) -> tuple[dict[str, float], BacktestResult]:
-        m = forecast_metrics(p, y, quantiles)
-        ci = directional_accuracy_ci(p[:, 0, j50], y[:, 0], n_resamples=bootstrap, seed=seed)
-        m["directional_accuracy_ci_low"], m["directional_accuracy_ci_high"] = ci.low, ci.high
-        pos = threshold_positions(p[:, 0, j50] * data.target_scale, bars.cost, threshold_k)
-        bt = run_backtest(pos, bars.returns, bars.cost, bars.runs, bars.bars_per_year)
-        return {**m, **_trading_metrics(bt, bars, bootstrap, seed)}, bt
-
-    metrics, bt = forecast_side(preds)
+    scoring = _ForecastScoring(y, quantiles, data.target_scale, bars, threshold_k, bootstrap, seed)
+    metrics, bt = scoring.score(preds)
     baselines, results = _trading_baselines(data, split, bars, momentum_lookbacks, bootstrap, seed)
     clim = climatology_forecast(climatology_quantiles(data, quantiles), preds.shape[0])
-    baselines["climatology"], results["climatology"] = forecast_side(clim)
+    baselines["climatology"], results["climatology"] = scoring.score(clim)
     metrics.update(_running_cost(model, ds, device, latency_calls,
                                  model if isinstance(model, torch.nn.Module) else None,
                                  checkpoint_path, throughput_batch_sizes))
 
     calib = calibration_table(preds, y, quantiles)
-    out_dir = Path(out_dir)
+    equity, pnl = _curves(name, bt, results)
+    figs = {} if not make_plots else _forecaster_plots(
+        name, Path(out_dir), preds[:, 0] * data.target_scale, bars, quantiles, pnl,
+        {name: calib, "climatology": calibration_table(clim, y, quantiles)})
+    period = split_period(split)
+    md = (_header(name, "forecaster", data, period, bars, cost_multiplier, threshold_k)
+          + comparison_markdown({name: metrics, **baselines}))
+    return EvaluationReport(name=name, kind="forecaster", metrics=metrics, baselines=baselines,
+                            markdown=md, plots=figs, period=period, calibration=calib,
+                            equity=equity)
+
+
+@dataclass
+class _ForecastScoring:
+    """Scores a ``[W, H, Q]`` forecast the same way for the model and the climatology:
+    forecast metrics on the scaled outcomes ``y``, and the backtest of its horizon-1
+    median traded through the +/- ``threshold_k`` x cost rule."""
+
+    y: np.ndarray
+    quantiles: list[float]
+    target_scale: float
+    bars: _Bars
+    threshold_k: float
+    bootstrap: int
+    seed: int
+
+    def score(self, p: np.ndarray) -> tuple[dict[str, float], BacktestResult]:
+        bars, j50 = self.bars, quantile_index(self.quantiles, 0.5)
+        m = forecast_metrics(p, self.y, self.quantiles)
+        ci = directional_accuracy_ci(p[:, 0, j50], self.y[:, 0], n_resamples=self.bootstrap,
+                                     seed=self.seed)
+        m["directional_accuracy_ci_low"], m["directional_accuracy_ci_high"] = ci.low, ci.high
+        pos = threshold_positions(p[:, 0, j50] * self.target_scale, bars.cost, self.threshold_k)
+        bt = run_backtest(pos, bars.returns, bars.cost, bars.runs, bars.bars_per_year)
+        return {**m, **_trading_metrics(bt, bars, self.bootstrap, self.seed)}, bt
+
+
+def _curves(name: str, bt: BacktestResult, results: Mapping[str, BacktestResult]
+            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(equity, per-bar pnl) of the model and each baseline, the model first."""
     equity = {name: bt.equity, **{k: r.equity for k, r in results.items()}}
     pnl = {name: bt.pnl, **{k: r.pnl for k, r in results.items()}}
-    figs = {} if not make_plots else {
+    return equity, pnl
+
+
+def _forecaster_plots(name: str, out_dir: Path, h1_raw: np.ndarray, bars: _Bars,
+                      quantiles: Sequence[float], pnl: Mapping[str, np.ndarray],
+                      calibration: Mapping[str, Any]) -> dict[str, Path]:
+    """Fan chart (``h1_raw``: horizon-1 quantiles ``[W, Q]`` in raw log returns), equity
+    curves and calibration."""
+    return {
         "fan_chart": plots.quantile_fan_chart(
-            out_dir / f"{name}_fan_chart.png", preds[:, 0] * data.target_scale, bars.returns,
+            out_dir / f"{name}_fan_chart.png", h1_raw, bars.returns,
             quantiles, roots=bars.root, horizon=1, ts_ns=bars.ts, max_bars=FAN_CHART_BARS,
             title=f"{name}: quantile forecasts on the test split"),
         "equity": plots.equity_curves(out_dir / f"{name}_equity.png", pnl, roots=bars.root,
                                       ts_ns=bars.ts, title=f"{name} vs baselines, net of costs"),
         "calibration": plots.calibration_plot(
-            out_dir / f"{name}_calibration.png",
-            {name: calib, "climatology": calibration_table(clim, y, quantiles)},
+            out_dir / f"{name}_calibration.png", calibration,
             title=f"{name}: calibration on the test split"),
     }
-    period = split_period(split)
-    md = _header(name, "forecaster", data, period, bars, cost_multiplier, threshold_k)
-    md += comparison_markdown({name: metrics, **baselines})
-    return EvaluationReport(name=name, kind="forecaster", metrics=metrics, baselines=baselines,
-                            markdown=md, plots=figs, period=period, calibration=calib,
-                            equity=equity)
 
 
 def evaluate_agent(
@@ -416,6 +440,29 @@ def evaluate_agent(
     bars = _bars(data, split, cost_multiplier)
     if callable(policy):
         act_fn = act_fn or policy
+    pos = _agent_positions(name, policy, ds, split, bars, batch_size, device)
+    bt = run_backtest(pos, bars.returns, bars.cost, bars.runs, bars.bars_per_year)
+    metrics = {**_trading_metrics(bt, bars, bootstrap, seed),
+               **_position_direction(bt.positions, bars, bootstrap, seed)}
+    baselines, results = _trading_baselines(data, split, bars, momentum_lookbacks, bootstrap, seed)
+    metrics.update(_running_cost(act_fn, ds, device, latency_calls, model, checkpoint_path,
+                                 throughput_batch_sizes))
+    equity, pnl = _curves(name, bt, results)
+    figs = {} if not make_plots else {"equity": plots.equity_curves(
+        Path(out_dir) / f"{name}_equity.png", pnl, roots=bars.root, ts_ns=bars.ts,
+        title=f"{name} vs baselines, net of costs")}
+    period = split_period(split)
+    md = _header(name, "agent", data, period, bars, cost_multiplier, None)
+    md += comparison_markdown({name: metrics, **baselines})
+    return EvaluationReport(name=name, kind="agent", metrics=metrics, baselines=baselines,
+                            markdown=md, plots=figs, period=period, equity=equity)
+
+
+def _agent_positions(name: str, policy: np.ndarray | Callable[..., Any], ds: WindowDataset,
+                     split: SplitArrays, bars: _Bars, batch_size: int, device: str) -> np.ndarray:
+    """One position per decision row, checked finite and in [-1, 1]: the policy's output on
+    the test windows, or the given array (per window, or per row and then picked)."""
+    if callable(policy):
         pos = predict_windows(name, policy, ds, batch_size=batch_size, device=device)
         pos = pos.reshape(pos.shape[0], -1)
         if pos.shape[1] != 1:
@@ -435,19 +482,4 @@ def evaluate_agent(
         i = int(np.flatnonzero(bad)[0])
         raise EvaluationError(f"{name}: position of test window {i} (batch {i // batch_size}) "
                               f"is {pos[i]!r}; positions must be finite and in [-1, 1]")
-    bt = run_backtest(pos, bars.returns, bars.cost, bars.runs, bars.bars_per_year)
-    metrics = {**_trading_metrics(bt, bars, bootstrap, seed),
-               **_position_direction(bt.positions, bars, bootstrap, seed)}
-    baselines, results = _trading_baselines(data, split, bars, momentum_lookbacks, bootstrap, seed)
-    metrics.update(_running_cost(act_fn, ds, device, latency_calls, model, checkpoint_path,
-                                 throughput_batch_sizes))
-    equity = {name: bt.equity, **{k: r.equity for k, r in results.items()}}
-    pnl = {name: bt.pnl, **{k: r.pnl for k, r in results.items()}}
-    figs = {} if not make_plots else {"equity": plots.equity_curves(
-        Path(out_dir) / f"{name}_equity.png", pnl, roots=bars.root, ts_ns=bars.ts,
-        title=f"{name} vs baselines, net of costs")}
-    period = split_period(split)
-    md = _header(name, "agent", data, period, bars, cost_multiplier, None)
-    md += comparison_markdown({name: metrics, **baselines})
-    return EvaluationReport(name=name, kind="agent", metrics=metrics, baselines=baselines,
-                            markdown=md, plots=figs, period=period, equity=equity)
+    return pos

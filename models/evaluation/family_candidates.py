@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shutil
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.agents import train as agents
+from models.agents.trading_env import evaluate_positions
+from models.ensemble.weights import combine_quantiles, fit_quantile_weights
 from models.evaluation.candidates import Candidate
+from models.evaluation.evaluate import predict_windows
+from models.registry import build_model
+from models.training.checkpoint import (
+    checkpoint_file,
+    load_checkpoint,
+    save_checkpoint,
+    sidecar_file,
+)
+from models.training.loop import climatology_quantiles, scaled_targets, train_forecaster
 from models.windows import ARRAYS, TrainingData
 
 
@@ -36,9 +50,6 @@ def fold_model_key(model_type: str, model_config: Mapping[str, Any], train_confi
 def prune_fold_models(cache_dir: Path, keep_days: float = 14.0) -> None:
     """Drop cached fold models not written for ``keep_days``: the cache serves the
     evaluations of one dataset version, not history."""
-    import shutil
-    import time
-
     cutoff = time.time() - keep_days * 86_400
     for entry in cache_dir.iterdir():
         if entry.is_dir() and not entry.name.startswith(".") and entry.stat().st_mtime < cutoff:
@@ -59,15 +70,6 @@ def fold_forecaster(model_type: str, model_config: Mapping[str, Any], train_conf
     fold's model is kept there under ``fold_model_key``, so the ensemble's and the agents'
     walk-forwards reuse the forecasters' fold models instead of training them again (and a
     re-run on the same data and configuration trains nothing)."""
-    from models.registry import build_model
-    from models.training.checkpoint import (
-        checkpoint_file,
-        load_checkpoint,
-        save_checkpoint,
-        sidecar_file,
-    )
-    from models.training.loop import train_forecaster
-
     def trained(train: TrainingData) -> nn.Module:
         path = None
         if cache_dir is not None:
@@ -90,8 +92,6 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
                          cache_dir: Path | None = None) -> Candidate:
     """``model_config`` as saved in the checkpoint, ``train_config`` a ``TrainConfig``; each
     fold's model comes from ``fold_forecaster`` (cached under ``cache_dir``)."""
-    from models.evaluation.evaluate import predict_windows
-
     trained = fold_forecaster(model_type, model_config, train_config, device=device,
                               cache_dir=cache_dir)
 
@@ -110,9 +110,6 @@ def agent_candidate(name: str, algo: str, agent_config: Any,
     """A DQN / PPO agent (``models.agents.train`` config) observing the fold's own
     ``forecasters`` (each trained on the fold's train split, never on its test period);
     positions from the batched replay."""
-    from models.agents import train as agents
-    from models.agents.trading_env import evaluate_positions
-
     train_fn = agents.train_dqn if algo == "dqn" else agents.train_ppo
     # with keep_best the validation backtests choose the policy (on the fold's validation
     # split); without it they are only a progress report, so a fold model skips them
@@ -137,9 +134,6 @@ def ensemble_candidate(name: str, members: Mapping[str, Candidate], *,
     """The ensemble as ``ensemble_model`` builds it, refitted per fold: each member forecaster
     trained on the fold, its weights fitted on the fold's validation split (never its test
     split) by ``models.ensemble.weights``, the same weighted quantiles on the test windows."""
-    from models.ensemble.weights import combine_quantiles, fit_quantile_weights
-    from models.training.loop import climatology_quantiles, scaled_targets
-
     def on_validation(d: TrainingData) -> TrainingData:
         return TrainingData(meta=d.meta, splits={**d.splits, "test": d.splits["validation"]})
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from models.evaluation.plots import _save
+from models.evaluation.plots import save_png
 
 
 def variable_importance(path: Path, groups: Mapping[str, Sequence[tuple[str, float]]], *,
@@ -31,7 +31,7 @@ def variable_importance(path: Path, groups: Mapping[str, Sequence[tuple[str, flo
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def attention_by_horizon(path: Path, attention: np.ndarray, lookback: int, *, title: str = "") -> Path:
@@ -51,7 +51,7 @@ def attention_by_horizon(path: Path, attention: np.ndarray, lookback: int, *, ti
     ax.set_title(title or "attention by horizon (mean over windows and heads)")
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 
@@ -76,7 +76,7 @@ def agent_behaviour(path: Path, shares: Mapping[str, float], hourly_mean_positio
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 __all__ = ["agent_behaviour", "attention_by_horizon", "variable_importance"]

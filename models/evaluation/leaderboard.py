@@ -106,8 +106,8 @@ def choose_champion(
     ``sharpe_ci_low``) compares the challenger's conservative bound instead of its point
     estimate against the baselines and the champion (who are taken at ``metric``). Rows that
     ``equal`` a baseline or member are not candidates; the reason names them."""
-    d = _choose(rows, metric, higher_is_better, current_champion, baselines,
-                min_improvement=min_improvement, challenger_key=challenger_key, scope=scope)
+    contest = _Contest(metric, higher_is_better, min_improvement, challenger_key, scope)
+    d = _choose(rows, current_champion, baselines, contest)
     copies = [r for r in rows if r.get("equals")]
     if copies and d.winner is not None:
         d = Decision(d.promote, d.winner, f"{d.reason}; not candidates: {_copies(copies)}",
@@ -115,18 +115,29 @@ def choose_champion(
     return d
 
 
-def _choose(
-    rows: Sequence[Mapping[str, Any]],
-    metric: str,
-    higher_is_better: bool,
-    current_champion: Mapping[str, Any] | None,
-    baselines: Baselines,
-    *,
-    min_improvement: float = 0.0,
-    challenger_key: str | None = None,
-    scope: str = OVERALL,
-) -> Decision:
-    sign = 1.0 if higher_is_better else -1.0
+@dataclass(frozen=True)
+class _Contest:
+    """What ``choose_champion`` judges on: the metric and its direction, the margin to win
+    by, the challenger's conservative key (if any) and the scope named in the reasons."""
+
+    metric: str
+    higher_is_better: bool
+    min_improvement: float
+    challenger_key: str | None
+    scope: str
+
+    def beats(self, shown: float, other: float) -> bool:
+        sign = 1.0 if self.higher_is_better else -1.0
+        return sign * (shown - other) > self.min_improvement
+
+    def decide(self, promote: bool, winner: Mapping[str, Any] | None, reason: str) -> Decision:
+        return Decision(promote, winner, reason, self.scope, self.metric)
+
+
+def _choose(rows: Sequence[Mapping[str, Any]], current_champion: Mapping[str, Any] | None,
+            baselines: Baselines, contest: _Contest) -> Decision:
+    metric = contest.metric
+    sign = 1.0 if contest.higher_is_better else -1.0
     finite = [r for r in rows if not math.isnan(_value(r, metric))]
     copies = [r for r in finite if r.get("equals")]
     candidates = [r for r in finite if not (metric in TRADING_METRICS and _no_trades(r))
@@ -135,44 +146,57 @@ def _choose(
         idle = [_label(r) for r in finite if r not in candidates and r not in copies]
         why = "".join([f" ({', '.join(idle)} made no trade)" if idle else "",
                        f" ({_copies(copies)})" if copies else ""])
-        return Decision(False, None, f"no model in {scope} reports a finite {metric}{why}",
-                        scope, metric)
+        return contest.decide(False, None,
+                              f"no model in {contest.scope} reports a finite {metric}{why}")
     best = dict(max(candidates, key=lambda r: sign * _value(r, metric)))
-    shown = _value(best, challenger_key) if challenger_key else _value(best, metric)
-    what = f"{_label(best)} ({challenger_key or metric} = {shown:.6g})"
+    key = contest.challenger_key
+    shown = _value(best, key) if key else _value(best, metric)
     if math.isnan(shown):
-        return Decision(False, best, f"{_label(best)} has no finite {challenger_key}", scope,
-                        metric)
+        return contest.decide(False, best, f"{_label(best)} has no finite {key}")
+    what = f"{_label(best)} ({key or metric} = {shown:.6g})"
+    lost_to_baselines = _against_baselines(what, shown, baselines, contest)
+    if lost_to_baselines is not None:
+        return contest.decide(False, best, lost_to_baselines)
+    n_baselines = sum(not math.isnan(_baseline_value(b, metric))
+                      for b in _baseline_map(baselines).values())
+    return _against_champion(best, what, shown, current_champion,
+                             f"beats all {n_baselines} baselines on {metric}", contest)
 
-    def beats(other: float) -> bool:
-        return sign * (shown - other) > min_improvement
 
+def _against_baselines(what: str, shown: float, baselines: Baselines, contest: _Contest
+                       ) -> str | None:
+    """Why the best row fails against the baselines (none reports the metric, or it does not
+    beat one of them), or ``None`` when it beats every baseline that reports it."""
+    metric = contest.metric
     bmap = {k: _baseline_value(b, metric) for k, b in _baseline_map(baselines).items()}
     reporting = {k: v for k, v in bmap.items() if not math.isnan(v)}
     if not reporting:
-        return Decision(False, best, f"no baseline reports {metric}: {what} cannot be shown "
-                        "to beat the baselines", scope, metric)
-    lost = [f"{k} ({v:.6g})" for k, v in reporting.items() if not beats(v)]
+        return f"no baseline reports {metric}: {what} cannot be shown to beat the baselines"
+    lost = [f"{k} ({v:.6g})" for k, v in reporting.items() if not contest.beats(shown, v)]
     if lost:
-        return Decision(False, best, f"{what} does not beat baseline(s) " + ", ".join(lost)
-                        + f" on {metric}", scope, metric)
-    vs_baselines = f"beats all {len(reporting)} baselines on {metric}"
+        return f"{what} does not beat baseline(s) " + ", ".join(lost) + f" on {metric}"
+    return None
 
+
+def _against_champion(best: dict[str, Any], what: str, shown: float,
+                      current_champion: Mapping[str, Any] | None, vs_baselines: str,
+                      contest: _Contest) -> Decision:
+    """Promote ``best`` (which beat the baselines) unless the current champion holds."""
+    metric = contest.metric
     if current_champion is None:
-        return Decision(True, best, f"{what} {vs_baselines}; no current champion", scope, metric)
+        return contest.decide(True, best, f"{what} {vs_baselines}; no current champion")
     if _same(best, current_champion):
-        return Decision(False, best, f"{_label(best)} is already the champion", scope, metric)
+        return contest.decide(False, best, f"{_label(best)} is already the champion")
     champ = _value(current_champion, metric)
     if math.isnan(champ):
-        return Decision(True, best, f"{what} {vs_baselines}; current champion "
-                        f"{_label(current_champion)} has no {metric}", scope, metric)
-    if not beats(champ):
-        margin = f" by more than {min_improvement:g}" if min_improvement else ""
-        return Decision(False, best, f"{what} does not beat the current champion "
-                        f"{_label(current_champion)} ({metric} = {champ:.6g}){margin}",
-                        scope, metric)
-    return Decision(True, best, f"{what} {vs_baselines} and the current champion "
-                    f"{_label(current_champion)} ({metric} = {champ:.6g})", scope, metric)
+        return contest.decide(True, best, f"{what} {vs_baselines}; current champion "
+                              f"{_label(current_champion)} has no {metric}")
+    if not contest.beats(shown, champ):
+        margin = f" by more than {contest.min_improvement:g}" if contest.min_improvement else ""
+        return contest.decide(False, best, f"{what} does not beat the current champion "
+                              f"{_label(current_champion)} ({metric} = {champ:.6g}){margin}")
+    return contest.decide(True, best, f"{what} {vs_baselines} and the current champion "
+                          f"{_label(current_champion)} ({metric} = {champ:.6g})")
 
 
 def _copies(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -158,6 +158,27 @@ def _stride(n: int, cap: int | None) -> np.ndarray | None:
     return np.linspace(0, n - 1, cap).round().astype(np.int64)
 
 
+def _datasets(data: TrainingData, window_mean: bool, max_train_rows: int | None, max_bin: int
+              ) -> tuple[lgb.Dataset, lgb.Dataset, np.ndarray, np.ndarray, list[str]]:
+    """(train, validation) LightGBM datasets on the window features, labelled with horizon 1,
+    their ``[W, H]`` scaled targets (the train windows strided to ``max_train_rows``) and
+    the feature names."""
+    t, h, scale = data.lookback, data.horizon, data.target_scale
+    train, valid = data.splits["train"], data.splits["validation"]
+    pick = _stride(train.n_windows, max_train_rows)
+    x_train = _split_features(train, t, h, window_mean, pick)
+    x_valid = _split_features(valid, t, h, window_mean)
+    names = feature_names(data, window_mean)
+    if x_train.shape[1] != len(names):
+        raise ValueError(f"lightgbm baseline: {x_train.shape[1]} feature columns, "
+                         f"{len(names)} names in meta")
+    y_train, y_valid = _targets(train, t, scale, pick), _targets(valid, t, scale)
+    dtrain = lgb.Dataset(x_train, label=y_train[:, 0], feature_name=names, free_raw_data=False,
+                         params={"max_bin": max_bin, "verbose": -1})
+    dvalid = lgb.Dataset(x_valid, label=y_valid[:, 0], reference=dtrain, free_raw_data=False)
+    return dtrain, dvalid, y_train, y_valid, names
+
+
 def fit_lightgbm_quantiles(
     data: TrainingData,
     *,
@@ -183,34 +204,20 @@ def fit_lightgbm_quantiles(
     for name in ("train", "validation"):
         if name not in data.splits or data.splits[name].n_windows == 0:
             raise ValueError(f"lightgbm baseline: the dataset has no {name} windows")
-    t, h, scale = data.lookback, data.horizon, data.target_scale
-    train, valid = data.splits["train"], data.splits["validation"]
-    pick = _stride(train.n_windows, max_train_rows)
-    x_train = _split_features(train, t, h, window_mean, pick)
-    x_valid = _split_features(valid, t, h, window_mean)
-    names = feature_names(data, window_mean)
-    if x_train.shape[1] != len(names):
-        raise ValueError(f"lightgbm baseline: {x_train.shape[1]} feature columns, "
-                         f"{len(names)} names in meta")
-    y_train, y_valid = _targets(train, t, scale, pick), _targets(valid, t, scale)
+    t, h = data.lookback, data.horizon
     base = {**DEFAULT_PARAMS, **params, "objective": "quantile", "metric": "quantile",
             "seed": int(seed), "deterministic": True, "force_col_wise": True, "verbose": -1}
-    dtrain = lgb.Dataset(x_train, label=y_train[:, 0], feature_name=names, free_raw_data=False,
-                         params={"max_bin": base["max_bin"], "verbose": -1})
-    dvalid = lgb.Dataset(x_valid, label=y_valid[:, 0], reference=dtrain, free_raw_data=False)
+    dtrain, dvalid, y_train, y_valid, names = _datasets(data, window_mean, max_train_rows,
+                                                        base["max_bin"])
     boosters: list[list[lgb.Booster]] = []
     for k in range(h):
         dtrain.set_label(y_train[:, k])
         dvalid.set_label(y_valid[:, k])
-        row = []
-        for q in qs:
-            booster = lgb.train(
-                {**base, "alpha": q}, dtrain, num_boost_round=num_boost_round,
-                valid_sets=[dvalid], valid_names=["validation"],
-                callbacks=[lgb.early_stopping(early_stopping_rounds, verbose=False)],
-            )
-            row.append(booster)
-        boosters.append(row)
+        boosters.append([
+            lgb.train({**base, "alpha": q}, dtrain, num_boost_round=num_boost_round,
+                      valid_sets=[dvalid], valid_names=["validation"],
+                      callbacks=[lgb.early_stopping(early_stopping_rounds, verbose=False)])
+            for q in qs])
     return LightGBMQuantiles(boosters=boosters, quantiles=out_qs, fitted_quantiles=qs,
                              lookback=t, horizon=h, window_mean=window_mean,
                              feature_names=names, params={**base, "num_boost_round":

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.quantile import pinball_terms
+
+#: One-minute bars in a year of 23-hour futures sessions (252 x 1380): the default where a
+#: dataset does not say its own ``bars_per_year``.
+DEFAULT_BARS_PER_YEAR: float = 252 * 1380
+
 #: Boolean or integer masks never exceed this many bootstrap cells per chunk (memory bound).
 _BOOTSTRAP_CHUNK_CELLS = 4_000_000
 
@@ -35,7 +41,7 @@ def pinball_loss(
     _check_forecast(pred, y, quantiles)
     q = np.asarray(quantiles, np.float64)[None, None, :]
     err = y[:, :, None] - pred
-    return np.maximum(q * err, (q - 1.0) * err).mean(axis=0)
+    return pinball_terms(err, q).mean(axis=0)
 
 
 def q_risk(pred: np.ndarray, y: np.ndarray, quantiles: Sequence[float], q: float) -> float:
@@ -45,7 +51,7 @@ def q_risk(pred: np.ndarray, y: np.ndarray, quantiles: Sequence[float], q: float
     _check_forecast(pred, y, quantiles)
     j = quantile_index(quantiles, q)
     err = y - pred[:, :, j]
-    loss = np.maximum(q * err, (q - 1.0) * err).sum()
+    loss = pinball_terms(err, q).sum()
     denom = np.abs(y).sum()
     if denom == 0:
         raise ValueError("q-risk undefined: every outcome is zero")

@@ -31,7 +31,8 @@ class FoldSpan:
     end_ns: int
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (parents created): every plot here is saved alike."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
@@ -125,7 +126,7 @@ def equity_curves(
     ts_ns: np.ndarray | None = None, folds: Sequence[FoldSpan] = (), title: str = "",
 ) -> Path:
     """Per-bar net pnl of the model and each baseline on the same bars, as equity per root."""
-    return _save(equity_figure(pnl, roots=roots, ts_ns=ts_ns, folds=folds, title=title), path)
+    return save_png(equity_figure(pnl, roots=roots, ts_ns=ts_ns, folds=folds, title=title), path)
 
 
 def walk_forward_equity(path: Path, result: Any, *, title: str = "") -> Path:
@@ -181,7 +182,7 @@ def quantile_fan_chart(
     ts_ns: np.ndarray | None = None, max_bars: int | None = None, title: str = "",
 ) -> Path:
     """:func:`quantile_fan_figure`, saved."""
-    return _save(quantile_fan_figure(quantile_forecast, outcome, quantiles, roots=roots,
+    return save_png(quantile_fan_figure(quantile_forecast, outcome, quantiles, roots=roots,
                                      horizon=horizon, ts_ns=ts_ns, max_bars=max_bars,
                                      title=title), path)
 
@@ -203,4 +204,4 @@ def calibration_plot(
     ax.set_ylabel("observed fraction below")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path)

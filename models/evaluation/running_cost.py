@@ -115,53 +115,83 @@ def measure_running_cost(
         raise ValueError(f"calls must be >= 1, got {calls}")
     throughput_calls = calls if throughput_calls is None else throughput_calls
     dev = torch.device(device)
-    on_cuda = dev.type == "cuda"
-    out: dict[str, float] = {}
-
     x1 = make_inputs(1)
-    if on_cuda:
-        torch.cuda.reset_peak_memory_stats(dev)
-        base_alloc = torch.cuda.memory_allocated(dev)
-    else:
-        rss_before = _proc_status_kib("VmRSS")
-        reset = rss_before is not None and _reset_peak_rss()
-        hwm_before = _peak_rss_kib()  # without /proc: growth beyond the earlier peak only
-    sampler = _RssSampler() if not on_cuda and rss_before is not None and not reset else None
-
-    with torch.inference_mode(), sampler or contextlib.nullcontext():
-        for _ in range(warmup):
-            _call(fn, x1)
-        _sync(dev)
-        times = np.empty(calls)
-        for i in range(calls):
-            t0 = time.perf_counter()
-            _call(fn, x1)
-            _sync(dev)
-            times[i] = time.perf_counter() - t0
-        ms = times * 1e3
-        out["latency_ms_mean"] = float(ms.mean())
-        for p in (50, 95, 99):
-            out[f"latency_ms_p{p}"] = float(np.percentile(ms, p))
-
+    memory = _PeakMemory(dev)
+    with torch.inference_mode(), memory.sampler or contextlib.nullcontext():
+        out = _latency(fn, x1, dev, calls, warmup)
         for b in throughput_batch_sizes:
-            xb = make_inputs(b)
-            for _ in range(max(1, warmup // 2)):
-                _call(fn, xb)
-            _sync(dev)
-            t0 = time.perf_counter()
-            for _ in range(throughput_calls):
-                _call(fn, xb)
-            _sync(dev)
-            out[f"throughput_b{b}_per_s"] = float(b * throughput_calls / (time.perf_counter() - t0))
-            del xb
+            out[f"throughput_b{b}_per_s"] = _throughput(fn, make_inputs(b), b, dev,
+                                                        throughput_calls, warmup)
+    out.update(memory.result())
+    out.update(_size(model, checkpoint_path))
+    return out
 
-    if on_cuda:
-        out["peak_memory_mb"] = float(torch.cuda.max_memory_allocated(dev) - base_alloc) / 2**20
-        out["peak_memory_total_mb"] = float(torch.cuda.max_memory_allocated(dev)) / 2**20
-    else:
-        peak = _peak_rss_kib() if sampler is None else sampler.peak_kib
-        base = hwm_before if rss_before is None else rss_before
-        out["peak_memory_mb"] = max(0.0, (peak - base) / 1024.0)
+
+def _latency(fn: Callable[..., Any], x1: Any, dev: torch.device, calls: int, warmup: int
+             ) -> dict[str, float]:
+    """Mean and p50/p95/p99 of per-call wall time at batch 1, after ``warmup`` calls."""
+    for _ in range(warmup):
+        _call(fn, x1)
+    _sync(dev)
+    times = np.empty(calls)
+    for i in range(calls):
+        t0 = time.perf_counter()
+        _call(fn, x1)
+        _sync(dev)
+        times[i] = time.perf_counter() - t0
+    ms = times * 1e3
+    out = {"latency_ms_mean": float(ms.mean())}
+    for p in (50, 95, 99):
+        out[f"latency_ms_p{p}"] = float(np.percentile(ms, p))
+    return out
+
+
+def _throughput(fn: Callable[..., Any], xb: Any, b: int, dev: torch.device, calls: int,
+                warmup: int) -> float:
+    """Samples per second over ``calls`` back-to-back calls at batch ``b``."""
+    for _ in range(max(1, warmup // 2)):
+        _call(fn, xb)
+    _sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        _call(fn, xb)
+    _sync(dev)
+    return float(b * calls / (time.perf_counter() - t0))
+
+
+class _PeakMemory:
+    """Peak memory of the calls made between construction and ``result()``: the CUDA
+    allocator's peak, else the growth of the process's RSS (its high-water mark reset, or
+    ``sampler`` to run around the calls where the kernel will not reset it)."""
+
+    def __init__(self, dev: torch.device) -> None:
+        self.dev = dev
+        self.on_cuda = dev.type == "cuda"
+        self.sampler: _RssSampler | None = None
+        if self.on_cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+            self.base_alloc = torch.cuda.memory_allocated(dev)
+            return
+        self.rss_before = _proc_status_kib("VmRSS")
+        reset = self.rss_before is not None and _reset_peak_rss()
+        self.hwm_before = _peak_rss_kib()  # without /proc: growth beyond the earlier peak only
+        if self.rss_before is not None and not reset:
+            self.sampler = _RssSampler()
+
+    def result(self) -> dict[str, float]:
+        if self.on_cuda:
+            peak = torch.cuda.max_memory_allocated(self.dev)
+            return {"peak_memory_mb": float(peak - self.base_alloc) / 2**20,
+                    "peak_memory_total_mb": float(peak) / 2**20}
+        peak = _peak_rss_kib() if self.sampler is None else self.sampler.peak_kib
+        base = self.hwm_before if self.rss_before is None else self.rss_before
+        return {"peak_memory_mb": max(0.0, (peak - base) / 1024.0)}
+
+
+def _size(model: torch.nn.Module | None, checkpoint_path: str | os.PathLike[str] | None
+          ) -> dict[str, float]:
+    """``n_parameters`` and ``checkpoint_mb`` (the file, else ``torch.save`` of the state dict)."""
+    out: dict[str, float] = {}
     if model is not None:
         out["n_parameters"] = float(sum(p.numel() for p in model.parameters()))
     if checkpoint_path is not None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import rankdata
 
 from models.evaluation.metrics import (
     block_bootstrap_ci,
@@ -75,8 +76,6 @@ def _corr_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _rank(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-
     return rankdata(x).astype(np.float64)
 
 

@@ -13,7 +13,7 @@ The protocol, the same for every model and baseline:
   part only, and every candidate is fitted from scratch on it (``Candidate.fit``).
 * Every candidate is scored on the same decision bars and costs (``models.evaluation
   .backtest``). A forecaster trades its median forecast of the ``decision_horizon``-bar
-  return (default: the dataset's horizon) through a no-trade band (``backtest
+  return (default: the dataset's horizon) through a no-trade band (``models.trading_rules
   .band_positions``): it enters beyond ``threshold_k`` x the one-way cost and holds until the
   forecast changes sign. A 1-bar forecast of a drift that pays over 5 bars seldom clears
   one tick, so the 1-bar rule hid the skill the generator's drift offers, and leaving a
@@ -38,13 +38,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from models.evaluation.backtest import band_positions, decision_rows, run_backtest
+from models.evaluation.backtest import decision_rows, run_backtest
 from models.evaluation.candidates import Candidate, climatology_candidate, trading_baselines
 from models.evaluation.metrics import (
     forecast_metrics,
     quantile_index,
 )
 from models.evaluation.skill import ScoredBars, bar_metrics, bonferroni_level
+from models.trading_rules import band_positions
 from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 
@@ -430,11 +431,52 @@ def walk_forward(
     baseline was scored in an earlier call and is not among ``candidates``."""
     folds = plan_folds(pool.dates, config)
     level = bonferroni_level(n_compared or len(candidates))
-    bars_per_year = float(pool.meta["bars_per_year"])
-    per: dict[str, list[tuple[FoldResult, ScoredBars]]] = {c.name: [] for c in candidates}
+    rules = _Rules(cost_multiplier, threshold_k, decision_horizon,
+                   float(pool.meta["bars_per_year"]), level, bootstrap, seed)
     names = {c.name for c in candidates}
     refs = [r for r in (default_references() if references is None else references)
             if r.name not in names]
+    per, ref_bars = _score_folds(pool, folds, config, candidates, refs, rules, on_fold)
+    protocol = protocol_of(pool, folds, config, cost_multiplier=cost_multiplier, level=level,
+                           bootstrap=bootstrap, decision_horizon=decision_horizon,
+                           threshold_k=threshold_k)
+    baselines = {**{n: ScoredBars.concat(b) for n, b in ref_bars.items()},
+                 **{c.name: ScoredBars.concat([sb for _, sb in per[c.name]]) for c in candidates
+                    if c.name.startswith(BASELINE_PREFIX)}}
+    results = {c.name: _pooled_result(c, per[c.name], baselines, rules) for c in candidates}
+    return WalkForwardResult(protocol_hash(protocol), protocol, folds, results)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """How every candidate of one walk-forward is scored: the same costs, trading rule,
+    bootstrap and confidence level on every fold."""
+
+    cost_multiplier: float
+    threshold_k: float
+    decision_horizon: int | None
+    bars_per_year: float
+    level: float
+    bootstrap: int
+    seed: int
+
+    def score(self, c: Candidate, data: TrainingData, fold: Fold, days: np.ndarray) -> ScoredBars:
+        return score_fold(c, data, fold, cost_multiplier=self.cost_multiplier,
+                          threshold_k=self.threshold_k, decision_horizon=self.decision_horizon,
+                          row_days=days)
+
+    def metrics(self, bars: ScoredBars) -> dict[str, float]:
+        return bar_metrics(bars, self.bars_per_year, level=self.level, bootstrap=self.bootstrap,
+                           seed=self.seed)
+
+
+def _score_folds(
+    pool: RowPool, folds: Sequence[Fold], config: WalkForwardConfig,
+    candidates: Sequence[Candidate], refs: Sequence[Candidate], rules: _Rules,
+    on_fold: Callable[[Fold, TrainingData], None] | None,
+) -> tuple[dict[str, list[tuple[FoldResult, ScoredBars]]], dict[str, list[ScoredBars]]]:
+    """Each candidate's (fold metrics, scored bars) per fold, and each reference's bars."""
+    per: dict[str, list[tuple[FoldResult, ScoredBars]]] = {c.name: [] for c in candidates}
     ref_bars: dict[str, list[ScoredBars]] = {r.name: [] for r in refs}
     for fold in folds:
         data = fold_data(pool, fold, config)
@@ -443,34 +485,26 @@ def walk_forward(
         ts = np.asarray(data.splits["test"].ts_event)
         days = dates_of_rows(pool, ts)
         for c in candidates:
-            sb = score_fold(c, data, fold, cost_multiplier=cost_multiplier,
-                            threshold_k=threshold_k, decision_horizon=decision_horizon,
-                            row_days=days)
-            m = bar_metrics(sb, bars_per_year, level=level, bootstrap=bootstrap, seed=seed)
+            sb = rules.score(c, data, fold, days)
+            m = rules.metrics(sb)
             m.update(sb.quantile_metrics)
             per[c.name].append((FoldResult(fold, m, int(ts.min()), int(ts.max())), sb))
         for r in refs:
-            ref_bars[r.name].append(score_fold(r, data, fold, cost_multiplier=cost_multiplier,
-                                               threshold_k=threshold_k,
-                                               decision_horizon=decision_horizon, row_days=days))
-    protocol = protocol_of(pool, folds, config, cost_multiplier=cost_multiplier, level=level,
-                           bootstrap=bootstrap, decision_horizon=decision_horizon,
-                           threshold_k=threshold_k)
-    results = {}
-    baselines = {**{n: ScoredBars.concat(b) for n, b in ref_bars.items()},
-                 **{c.name: ScoredBars.concat([sb for _, sb in per[c.name]]) for c in candidates
-                    if c.name.startswith(BASELINE_PREFIX)}}
-    for c in candidates:
-        pooled_bars = ScoredBars.concat([sb for _, sb in per[c.name]])
-        pooled = bar_metrics(pooled_bars, bars_per_year, level=level, bootstrap=bootstrap,
-                             seed=seed)
-        for k in ("q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean"):
-            vals = [fr.metrics[k] for fr, _ in per[c.name] if k in fr.metrics]
-            if vals:  # bars-weighted mean over folds
-                w = [fr.metrics["n_bars"] for fr, _ in per[c.name] if k in fr.metrics]
-                pooled[k] = float(np.average(vals, weights=w))
-        same = (None if c.name.startswith(BASELINE_PREFIX)
-                else equal_baseline(pooled_bars, baselines))
-        results[c.name] = CandidateResult(c.name, c.kind, [fr for fr, _ in per[c.name]],
-                                          pooled, pooled_bars, same)
-    return WalkForwardResult(protocol_hash(protocol), protocol, folds, results)
+            ref_bars[r.name].append(rules.score(r, data, fold, days))
+    return per, ref_bars
+
+
+def _pooled_result(c: Candidate, per: list[tuple[FoldResult, ScoredBars]],
+                   baselines: Mapping[str, ScoredBars], rules: _Rules) -> CandidateResult:
+    """The candidate's metrics over all its test bars pooled (quantile metrics: the
+    bars-weighted mean over folds) and the baseline it equals, if any."""
+    pooled_bars = ScoredBars.concat([sb for _, sb in per])
+    pooled = rules.metrics(pooled_bars)
+    for k in ("q_risk_p50", "q_risk_p90", "coverage_80", "pinball_mean"):
+        vals = [fr.metrics[k] for fr, _ in per if k in fr.metrics]
+        if vals:  # bars-weighted mean over folds
+            w = [fr.metrics["n_bars"] for fr, _ in per if k in fr.metrics]
+            pooled[k] = float(np.average(vals, weights=w))
+    same = (None if c.name.startswith(BASELINE_PREFIX)
+            else equal_baseline(pooled_bars, baselines))
+    return CandidateResult(c.name, c.kind, [fr for fr, _ in per], pooled, pooled_bars, same)

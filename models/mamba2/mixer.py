@@ -48,8 +48,9 @@ class RMSNormGated(nn.Module):
 
 
 @functools.cache
-def _fused_scan() -> Callable[..., Any] | None:
-    try:
+def fused_scan() -> Callable[..., Any] | None:
+    """The fused CUDA scan of ``mamba_ssm``, or ``None`` where it is not installed or cannot run."""
+    try:  # local: mamba_ssm is an optional dependency (CUDA builds only)
         from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
     except Exception:  # not installed, or no triton / CUDA build
         return None
@@ -173,7 +174,7 @@ class Mamba2Mixer(nn.Module):
         dt = F.softplus(dt + self.dt_bias)  # B L H
         a = -torch.exp(self.A_log.float()).to(dt.dtype)  # H
         ssm_in = state[1] if state is not None else None
-        fused = _fused_scan() if self.kernel == "auto" and u.is_cuda else None
+        fused = fused_scan() if self.kernel == "auto" and u.is_cuda else None
         if fused is not None:
             y, ssm_state = fused(
                 x.contiguous(), dt.contiguous(), a, b.contiguous(), c.contiguous(),

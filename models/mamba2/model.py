@@ -33,20 +33,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from models.mamba2.mixer import (  # noqa: F401  (re-exported: the layer's old home)
-    LayerState,
-    Mamba2Layer,
-    Mamba2Mixer,
-    RMSNormGated,
-    _fused_scan,
-    balanced_chunk,
-)
+from models.config_fields import check_known_fields
+from models.mamba2.mixer import LayerState, Mamba2Layer
 from models.quantile import MonotoneQuantileHead
 from models.windows import DEFAULT_QUANTILES
 
@@ -135,10 +129,7 @@ class Mamba2Config:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Mamba2Config:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"Mamba2Config.from_dict: unknown field(s) {unknown}")
+        check_known_fields(cls, d)
         return cls(**dict(d))
 
 

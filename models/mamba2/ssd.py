@@ -33,17 +33,9 @@ import torch.nn.functional as F
 
 
 def ssd_chunked(
-    x: torch.Tensor,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    c: torch.Tensor,
-    chunk_size: int,
-    initial_state: torch.Tensor | None = None,
-    *,
-    dt: torch.Tensor | None = None,
-    d: torch.Tensor | None = None,
-    final_state: bool = True,
-    outputs: int | None = None,
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, chunk_size: int,
+    initial_state: torch.Tensor | None = None, *, dt: torch.Tensor | None = None,
+    d: torch.Tensor | None = None, final_state: bool = True, outputs: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunked SSD scan.
 
@@ -73,20 +65,9 @@ def ssd_chunked(
     Sequences up to ``single_chunk_length`` are scanned as one chunk
     (``ssd_single_chunk``), where that is cheaper; the result is the same.
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    _check_scan_args(x, a, b, c, chunk_size, dt, outputs)
     bsz, length, heads, headdim = x.shape
-    groups, d_state = b.shape[2], b.shape[3]
-    if a.shape != (bsz, length, heads) or (dt is not None and dt.shape != a.shape):
-        raise ValueError(f"a and dt must be {(bsz, length, heads)}, got a {tuple(a.shape)}"
-                         + ("" if dt is None else f", dt {tuple(dt.shape)}"))
-    if b.shape != c.shape or b.shape[:2] != (bsz, length) or heads % groups:
-        raise ValueError(
-            f"b and c must be [batch, length, groups, d_state] with heads % groups == 0; "
-            f"got b {tuple(b.shape)}, c {tuple(c.shape)}, heads {heads}"
-        )
-    if outputs is not None and not 0 <= outputs <= length:
-        raise ValueError(f"outputs must be in [0, {length}], got {outputs}")
+    d_state = b.shape[3]
     if outputs is not None and outputs < length:
         cut = length - outputs
         state = ssd_state(x[:, :cut], a[:, :cut], b[:, :cut], chunk_size, initial_state,
@@ -100,6 +81,27 @@ def ssd_chunked(
                                 final_state=final_state)
     y, state = ssd_multi_chunk(x, a, b, c, chunk_size, initial_state, dt=dt, d=d)
     return y, state if final_state else None
+
+
+def _check_scan_args(
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, chunk_size: int,
+    dt: torch.Tensor | None, outputs: int | None,
+) -> None:
+    """Shapes ``ssd_chunked`` documents; a mismatch raises here rather than deep in a product."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    bsz, length, heads, _ = x.shape
+    groups = b.shape[2]
+    if a.shape != (bsz, length, heads) or (dt is not None and dt.shape != a.shape):
+        raise ValueError(f"a and dt must be {(bsz, length, heads)}, got a {tuple(a.shape)}"
+                         + ("" if dt is None else f", dt {tuple(dt.shape)}"))
+    if b.shape != c.shape or b.shape[:2] != (bsz, length) or heads % groups:
+        raise ValueError(
+            f"b and c must be [batch, length, groups, d_state] with heads % groups == 0; "
+            f"got b {tuple(b.shape)}, c {tuple(c.shape)}, heads {heads}"
+        )
+    if outputs is not None and not 0 <= outputs <= length:
+        raise ValueError(f"outputs must be in [0, {length}], got {outputs}")
 
 
 def single_chunk_length(chunk_size: int, width: int, d_state: int) -> int:
@@ -132,34 +134,14 @@ def ssd_single_chunk(
     Head-major ``[B, H, L, ...]`` views of the ``[B, L, H, ...]`` inputs are fed to the
     products directly, and every elementwise factor is applied in place on ``M``, so the
     only full-size passes are the products themselves."""
-    bsz, length, heads = x.shape[:3]
-    groups = b.shape[2]
+    heads, groups = x.shape[2], b.shape[2]
     r = heads // groups
     # contiguous: a strided [b, h, l] makes M below come out strided, ~10x slower to build
     a_cumsum = torch.cumsum(a.transpose(1, 2), dim=-1).contiguous()  # b h l
     # causal C_l . B_s per group: the zeros above the diagonal mask M below
     scores = torch.tril(c.transpose(1, 2) @ b.permute(0, 2, 3, 1))  # b g l s
-    # in place only where autograd keeps no operand of these products
-    inplace = not torch.is_grad_enabled()
-    # exp(cumsum_l - cumsum_s); the clamp at 0 only tames the upper triangle (exp of large or
-    # -inf values takes a slow path, as does a masked_fill: both measured slower), the floor
-    # keeps exp out of the denormal range (see ``exp_floor``)
-    m = a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)  # b h l s
-    floor = exp_floor(m.dtype)
-    m = m.clamp_(floor, 0).exp_() if inplace else m.clamp(floor, 0).exp()
-    m = m.view(bsz, groups, r, length, length)
-    m = m.mul_(scores.unsqueeze(2)) if inplace else m * scores.unsqueeze(2)
     dt_hm = None if dt is None else dt.transpose(1, 2)  # b h l
-    if dt_hm is not None:
-        dt_s = dt_hm.reshape(bsz, groups, r, 1, length)
-        m = m.mul_(dt_s) if inplace else m * dt_s
-    m = m.view(bsz, heads, length, length)
-    if d is not None:
-        skip = d.to(m.dtype)[:, None].expand(heads, length)
-        if inplace:
-            m.diagonal(dim1=-2, dim2=-1).add_(skip)
-        else:
-            m = m + torch.diag_embed(skip)
+    m = _masked_decay_matrix(a_cumsum, scores, dt_hm, d)  # b h l s
     x_hm = x.transpose(1, 2)  # b h l p
     y = m @ x_hm
     if initial_state is not None:
@@ -198,10 +180,7 @@ def ssd_state(
     n_chunks = (length + pad) // chunk_size
     x_hm, b_g, a_cumsum, dt_hm = _head_major(x, a, b, dt, chunk_size)
     chunk_states = _chunk_states(x_hm, b_g, a_cumsum, dt_hm)  # b h k n p
-    if initial_state is None:
-        state = x.new_zeros(bsz, heads, d_state, headdim)
-    else:
-        state = initial_state.to(x.dtype).transpose(-1, -2)
+    state = _state_in(x, initial_state, d_state)
     chunk_decay = _decay(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
     for k in range(n_chunks):
         state = torch.addcmul(chunk_states[:, :, k], state, chunk_decay[:, :, k])
@@ -264,8 +243,7 @@ def ssd_multi_chunk(
     bsz, length, heads, headdim = x.shape
     groups, d_state = b.shape[2], b.shape[3]
     r = heads // groups
-    pad = (-length) % chunk_size
-    n_chunks = (length + pad) // chunk_size
+    n_chunks = -(-length // chunk_size)
     inplace = not torch.is_grad_enabled()
 
     # padded steps: a = 0 (no decay), x = B = C = dt = 0 (no input)
@@ -273,48 +251,16 @@ def ssd_multi_chunk(
     c_g = _chunked(c, chunk_size)  # b g k l n
 
     # 1. diagonal blocks: y = M @ x with M[l, s] = C_l . B_s exp(cs_l - cs_s) dt_s (s <= l)
-    #    plus D on the diagonal; the clamp only tames the upper triangle the tril zeroes
+    #    plus D on the diagonal
     scores = torch.tril(c_g @ b_g.transpose(-1, -2))  # b g k l s
-    m = a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)  # b h k l s
-    floor = exp_floor(m.dtype)
-    m = m.clamp_(floor, 0).exp_() if inplace else m.clamp(floor, 0).exp()
-    m = m.view(bsz, groups, r, n_chunks, chunk_size, chunk_size)
-    m = m.mul_(scores.unsqueeze(2)) if inplace else m * scores.unsqueeze(2)
-    if dt_hm is not None:
-        dt_s = dt_hm.reshape(bsz, groups, r, n_chunks, 1, chunk_size)
-        m = m.mul_(dt_s) if inplace else m * dt_s
-    m = m.view(bsz, heads, n_chunks, chunk_size, chunk_size)
-    if d is not None:
-        skip = d.to(m.dtype)[:, None, None].expand(heads, n_chunks, chunk_size)
-        if inplace:
-            m.diagonal(dim1=-2, dim2=-1).add_(skip)
-        else:
-            m = m + torch.diag_embed(skip)
-    y = m @ x_hm  # b h k l p
+    y = _masked_decay_matrix(a_cumsum, scores, dt_hm, d) @ x_hm  # b h k l p
 
     # 2. each chunk's own contribution to the state at its end, [n, p] per head
     chunk_states = _chunk_states(x_hm, b_g, a_cumsum, dt_hm)
 
     # 3. inter-chunk recurrence: the state entering each chunk, b h n p
-    if initial_state is None:
-        state = x.new_zeros(bsz, heads, d_state, headdim)
-    else:
-        state = initial_state.to(x.dtype).transpose(-1, -2)
-    chunk_decay = _decay(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
-    own, decay = chunk_states.unbind(2), chunk_decay.unbind(2)
-    if inplace:  # one op per chunk, written into place: per-chunk dispatch dominates here
-        states = x.new_empty(bsz, heads, n_chunks + 1, d_state, headdim)
-        views = states.unbind(2)
-        views[0].copy_(state)
-        for k in range(n_chunks):
-            torch.addcmul(own[k], views[k], decay[k], out=views[k + 1])
-        states_in, state = states[:, :, :-1], views[-1]  # b h k n p
-    else:
-        entering = []
-        for k in range(n_chunks):
-            entering.append(state)
-            state = torch.addcmul(own[k], state, decay[k])
-        states_in = torch.stack(entering, dim=2)
+    state = _state_in(x, initial_state, d_state)
+    states_in, state = _states_entering(state, chunk_states, a_cumsum)
 
     # 4. state -> output within each chunk, C_l . state * exp(cs_l), C shared by a group
     c_h = c_g.unsqueeze(2).expand(bsz, groups, r, n_chunks, chunk_size, d_state)
@@ -325,6 +271,71 @@ def ssd_multi_chunk(
         y = torch.addcmul(y, y_off, _decay(a_cumsum).unsqueeze(-1))
     y = y.view(bsz, heads, n_chunks * chunk_size, headdim)[:, :, :length]
     return y.transpose(1, 2), state.transpose(-1, -2)
+
+
+def _masked_decay_matrix(
+    a_cumsum: torch.Tensor, scores: torch.Tensor, dt_hm: torch.Tensor | None,
+    d: torch.Tensor | None,
+) -> torch.Tensor:
+    """The diagonal block of every chunk, ``[b, h, *chunks, l, s]``:
+    ``M[l, s] = scores[l, s] * exp(cs_l - cs_s) * dt_s`` (``scores`` the causal ``C_l . B_s``
+    per group, zero above the diagonal) with the skip ``D`` on the diagonal.
+
+    ``a_cumsum`` is ``[b, h, *chunks, l]`` (contiguous) and ``dt_hm`` the same shape; the
+    chunk axes are whatever the caller has (none for a single chunk). Every elementwise
+    factor is applied in place where autograd keeps no operand of these products."""
+    bsz, heads, *inner = a_cumsum.shape
+    groups, length = scores.shape[1], inner[-1]
+    r = heads // groups
+    inplace = not torch.is_grad_enabled()
+    # exp(cumsum_l - cumsum_s); the clamp at 0 only tames the upper triangle the scores zero
+    # (exp of large or -inf values takes a slow path, as does a masked_fill: both measured
+    # slower), the floor keeps exp out of the denormal range (see ``exp_floor``)
+    m = a_cumsum.unsqueeze(-1) - a_cumsum.unsqueeze(-2)
+    floor = exp_floor(m.dtype)
+    m = m.clamp_(floor, 0).exp_() if inplace else m.clamp(floor, 0).exp()
+    m = m.view(bsz, groups, r, *inner, length)
+    m = m.mul_(scores.unsqueeze(2)) if inplace else m * scores.unsqueeze(2)
+    if dt_hm is not None:
+        dt_s = dt_hm.reshape(bsz, groups, r, *inner[:-1], 1, length)
+        m = m.mul_(dt_s) if inplace else m * dt_s
+    m = m.view(bsz, heads, *inner, length)
+    if d is not None:
+        skip = d.to(m.dtype).view(heads, *([1] * len(inner))).expand(heads, *inner)
+        if inplace:
+            m.diagonal(dim1=-2, dim2=-1).add_(skip)
+        else:
+            m = m + torch.diag_embed(skip)
+    return m
+
+
+def _state_in(x: torch.Tensor, initial_state: torch.Tensor | None, d_state: int) -> torch.Tensor:
+    """The state entering the first chunk as ``[b, h, d_state, headdim]`` (zeros if none)."""
+    bsz, _, heads, headdim = x.shape
+    if initial_state is None:
+        return x.new_zeros(bsz, heads, d_state, headdim)
+    return initial_state.to(x.dtype).transpose(-1, -2)
+
+
+def _states_entering(
+    state: torch.Tensor, chunk_states: torch.Tensor, a_cumsum: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inter-chunk recurrence: the state entering each chunk ``[b h k n p]`` and the final one."""
+    bsz, heads, n_chunks, d_state, headdim = chunk_states.shape
+    chunk_decay = _decay(a_cumsum[..., -1]).unsqueeze(-1).unsqueeze(-1)  # b h k 1 1
+    own, decay = chunk_states.unbind(2), chunk_decay.unbind(2)
+    if not torch.is_grad_enabled():  # one op per chunk, in place: per-chunk dispatch dominates
+        states = state.new_empty(bsz, heads, n_chunks + 1, d_state, headdim)
+        views = states.unbind(2)
+        views[0].copy_(state)
+        for k in range(n_chunks):
+            torch.addcmul(own[k], views[k], decay[k], out=views[k + 1])
+        return states[:, :, :-1], views[-1]
+    entering = []
+    for k in range(n_chunks):
+        entering.append(state)
+        state = torch.addcmul(own[k], state, decay[k])
+    return torch.stack(entering, dim=2), state
 
 
 def exp_floor(dtype: torch.dtype) -> float:

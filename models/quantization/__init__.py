@@ -12,9 +12,9 @@ No Dagster and no MLflow here: callers get flat dicts and write them where they 
 
 from __future__ import annotations
 
+from models.export import batch_of
 from models.quantization.evaluate import evaluate_agent_variants, evaluate_forecaster_variants
 from models.quantization.measure import (
-    batch_of,
     compare_variant,
     latency_ms,
     pinball_loss,

@@ -12,15 +12,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.evaluation import metrics
+from models.export import batch_of
 from models.quantization.measure import (
-    batch_of,
     compare_variant,
     latency_ms,
     pinball_loss,
     positions_from_outputs,
     sharpe_ratio,
 )
-from models.quantization.outputs import _first_tensor
+from models.quantization.outputs import first_tensor
 from models.quantization.tolerance import DEFAULT_TOLERANCE, OUTPUT_TOLERANCE, Tolerance
 from models.quantization.variants import Unsupported, Variant
 
@@ -41,7 +42,7 @@ def evaluate_forecaster_variants(
     the evaluation code's own q-risk can be used."""
 
     def metric(out: Any) -> float:
-        pred = _first_tensor(out).float()
+        pred = first_tensor(out).float()
         return loss_fn(pred, targets) if loss_fn else pinball_loss(pred, targets, quantiles)
 
     def accept(cmp: dict[str, float]) -> tuple[bool, str]:
@@ -58,7 +59,7 @@ def evaluate_agent_variants(
     returns: np.ndarray,
     *,
     cost: float = 0.0,
-    periods_per_year: float = 252 * 1380,
+    periods_per_year: float = metrics.DEFAULT_BARS_PER_YEAR,
     positions: Sequence[float] = (-1.0, 0.0, 1.0),
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     sharpe_fn: Callable[[np.ndarray, np.ndarray], float] | None = None,
@@ -71,15 +72,13 @@ def evaluate_agent_variants(
     if not isinstance(ref, Variant):
         raise ValueError("agent evaluation needs a supported fp32 reference variant")
     with torch.inference_mode():
-        ref_pos = positions_from_outputs(_first_tensor(ref.module(*inputs)), positions)
+        ref_pos = positions_from_outputs(first_tensor(ref.module(*inputs)), positions)
 
-    def sharpe(pos: np.ndarray) -> float:
+    def metric(out: Any) -> float:
+        pos = positions_from_outputs(first_tensor(out), positions)
         if sharpe_fn:
             return float(sharpe_fn(pos, returns))
         return sharpe_ratio(pos, returns, cost=cost, periods_per_year=periods_per_year)
-
-    def metric(out: Any) -> float:
-        return sharpe(positions_from_outputs(_first_tensor(out), positions))
 
     def accept(cmp: dict[str, float]) -> tuple[bool, str]:
         agree = cmp["action_agreement"]
@@ -92,7 +91,7 @@ def evaluate_agent_variants(
         return ok, why
 
     def extra(out: Any) -> dict[str, float]:
-        pos = positions_from_outputs(_first_tensor(out), positions)
+        pos = positions_from_outputs(first_tensor(out), positions)
         return {"action_agreement": float((pos == ref_pos).mean())}
 
     rows = _evaluate(variants, inputs, metric, accept, latency_batches, latency_repeats, "sharpe", extra)

@@ -11,14 +11,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.quantization.outputs import Inputs, _first_tensor
+from models import quantile
+from models.evaluation import metrics
+from models.quantization.outputs import first_tensor
 
 
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float:
-    """Mean quantile loss of ``pred [B, H, Q]`` against ``target [B, H]``."""
+    """Mean quantile loss of ``pred [B, H, Q]`` against ``target [B, H]``, as a float
+    (``models.quantile.pinball_loss`` on ``pred``'s device and dtype)."""
     q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)
-    err = target.to(pred.device, pred.dtype).unsqueeze(-1) - pred
-    return float(torch.maximum(q * err, (q - 1) * err).mean())
+    return float(quantile.pinball_loss(pred, target.to(pred.device, pred.dtype), q))
 
 
 def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (-1.0, 0.0, 1.0)) -> np.ndarray:
@@ -27,14 +29,15 @@ def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (
 
 
 def sharpe_ratio(
-    position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0, periods_per_year: float = 252 * 1380
+    position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0,
+    periods_per_year: float = metrics.DEFAULT_BARS_PER_YEAR,
 ) -> float:
-    """Annualised Sharpe of ``position * next return - cost * |position change|``."""
+    """Annualised Sharpe (``metrics.sharpe_ratio``, the evaluation's one definition) of
+    ``position * next return - cost * |position change|``."""
     position = np.asarray(position, dtype=np.float64)
     pnl = position * np.asarray(returns, dtype=np.float64)
     pnl -= cost * np.abs(np.diff(position, prepend=0.0))
-    sd = pnl.std()
-    return 0.0 if sd == 0 else float(pnl.mean() / sd * math.sqrt(periods_per_year))
+    return metrics.sharpe_ratio(pnl, periods_per_year)
 
 
 def compare_variant(
@@ -47,7 +50,7 @@ def compare_variant(
     with torch.inference_mode():
         ref = reference_fn(*inputs)
         var = variant_fn(*inputs)
-    ref_t, var_t = _first_tensor(ref).float(), _first_tensor(var).float()
+    ref_t, var_t = first_tensor(ref).float(), first_tensor(var).float()
     m_ref, m_var = float(metric_fn(ref)), float(metric_fn(var))
     scale = float(ref_t.abs().max())
     diff = (var_t - ref_t).abs()
@@ -77,15 +80,6 @@ def latency_ms(
             if i >= warmup:
                 times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
-
-
-def batch_of(example_inputs: Sequence[torch.Tensor], batch: int) -> Inputs:
-    """``example_inputs`` tiled / cut along dim 0 to ``batch`` rows."""
-    out = []
-    for x in example_inputs:
-        reps = -(-batch // x.shape[0])
-        out.append(x.repeat(reps, *([1] * (x.dim() - 1)))[:batch].clone())
-    return tuple(out)
 
 
 def _rel_change(ref: float, new: float) -> float:

@@ -14,30 +14,33 @@ import torch
 Inputs = tuple[torch.Tensor, ...]
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
+def output_tensors(obj: Any) -> list[torch.Tensor]:
+    """Every tensor in an output tree, depth first."""
     if isinstance(obj, torch.Tensor):
         return [obj]
     if isinstance(obj, Mapping):
-        return [t for v in obj.values() for t in _tensors(v)]
+        return [t for v in obj.values() for t in output_tensors(v)]
     if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v)]
+        return [t for v in obj for t in output_tensors(v)]
     return []
 
 
-def _first_tensor(obj: Any) -> torch.Tensor:
-    ts = _tensors(obj)
+def first_tensor(obj: Any) -> torch.Tensor:
+    """The first tensor of an output tree: the one a variant is compared on."""
+    ts = output_tensors(obj)
     if not ts:
         raise TypeError(f"model output has no tensor: {type(obj).__name__}")
     return ts[0]
 
 
-def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """The output tree with ``fn`` applied to every tensor, its structure kept."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, tuple):
-        return tuple(_map_tensors(v, fn) for v in obj)
+        return tuple(map_tensors(v, fn) for v in obj)
     if isinstance(obj, list):
-        return [_map_tensors(v, fn) for v in obj]
+        return [map_tensors(v, fn) for v in obj]
     if isinstance(obj, dict):
-        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
     return obj

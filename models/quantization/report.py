@@ -15,6 +15,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.agents.trading_env import (
+    MarketData,
+    evaluate_positions,
+    policy_layout_config,
+    policy_state,
+    prepare_market_data,
+)
+from models.atomic import atomic_write
 from models.evaluation import metrics
 from models.export import artifact_bytes, export_artifact, forecaster_metadata
 from models.quantization import (
@@ -56,8 +64,6 @@ class QuantizationReport:
     def to_json(self, path: str | os.PathLike[str]) -> Path:
         """The report, atomically; artifact paths relative to the report's directory when
         they lie under it, so a moved home (or a copy in object storage) still finds them."""
-        from models.atomic import atomic_write
-
         path = Path(path)
         text = json.dumps({
             "model": self.model, "kind": self.kind, "recommended": self.recommended,
@@ -139,36 +145,18 @@ def quantize_agent(
     ``trading_env.evaluate_positions`` on ``split`` (same costs as the evaluation);
     agreement = share of rows where its position equals fp32's; Sharpe per
     ``metrics.sharpe_ratio`` on the net per-bar P&L."""
-    from models.agents.trading_env import (
-        evaluate_positions,
-        policy_layout_config,
-        policy_state,
-        prepare_market_data,
-    )
-
     state = policy_state(policy)  # the forecasters it observes stay fp32: only the policy varies
     market = prepare_market_data(data, split, policy_layout_config(policy), state=state)
     rows_idx = market.rows
     if rows_idx.size == 0:
         raise ValueError(f"{model_name}: split {split!r} has no tradable rows")
-    pick = rows_idx[np.unique(np.linspace(0, rows_idx.size - 1, min(max_obs, rows_idx.size)).astype(np.int64))]
-    obs = (torch.from_numpy(market.observations(pick, 0)),)
+    obs = _spread_observations(market, max_obs)
     variants = quantize_variants(policy, batch_of(obs, 4), precisions=precisions)
     ref = variants.get("fp32")
     if not isinstance(ref, Variant):
         raise ValueError(f"{model_name}: fp32 reference could not run: {getattr(ref, 'reason', 'not requested')}")
-    bpy = float(data.meta.get("bars_per_year", 252 * 1380))
-
-    def backtest(module: nn.Module) -> dict[str, np.ndarray]:
-        def act(o: np.ndarray) -> np.ndarray:
-            with torch.inference_mode():
-                return module(torch.from_numpy(np.asarray(o, np.float32))).argmax(dim=1).numpy()
-
-        return evaluate_positions(act, market)
-
-    ref_bt = backtest(ref.module)
-    ref_sharpe = metrics.sharpe_ratio(ref_bt["rewards"], bpy)
-    ref_lat = {b: latency_ms(ref.module, batch_of(obs, b), repeats=latency_repeats) for b in (1, 32)}
+    bpy = float(data.meta.get("bars_per_year", metrics.DEFAULT_BARS_PER_YEAR))
+    fp32 = _AgentReference.of(ref, market, obs, bpy, latency_repeats)
     rows: list[dict[str, Any]] = []
     for precision, v in variants.items():
         row: dict[str, Any] = {"precision": precision, "metric": "sharpe", "supported": v.supported,
@@ -176,25 +164,8 @@ def quantize_agent(
         if isinstance(v, Unsupported):
             rows.append({**row, "accepted": False, "reason": f"not supported here: {v.reason}"})
             continue
-        bt = ref_bt if precision == "fp32" else backtest(v.module)
-        sharpe = metrics.sharpe_ratio(bt["rewards"], bpy)
-        agree = float((bt["positions"] == ref_bt["positions"]).mean())
-        row.update(compare_variant(ref.module, v.module, obs, lambda out: 0.0))
-        row.pop("metric_rel_change")
-        row.update({"metric_reference": ref_sharpe, "metric_variant": sharpe,
-                    "sharpe_delta": sharpe - ref_sharpe, "action_agreement": agree})
-        ok = precision == "fp32" or agree >= tolerance.min_action_agreement
-        why = f"action agreement {agree:.1%} (min {tolerance.min_action_agreement:.0%})"
-        if tolerance.max_sharpe_drop is not None and precision != "fp32":
-            ok = ok and ref_sharpe - sharpe <= tolerance.max_sharpe_drop
-            why += f", Sharpe {ref_sharpe:.3f} -> {sharpe:.3f} (max drop {tolerance.max_sharpe_drop})"
-        row["within_output_tolerance"] = row["rel_output_diff"] <= OUTPUT_TOLERANCE[precision]
-        for b in (1, 32):
-            ms = ref_lat[b] if precision == "fp32" else latency_ms(v.module, batch_of(obs, b), repeats=latency_repeats)
-            row[f"latency_ms_b{b}"] = ms
-            row[f"latency_ratio_b{b}"] = ms / ref_lat[b] if ref_lat[b] > 0 else float("nan")
-        row.update({"state_dict_bytes": v.state_dict_bytes, "size_ratio": ref.state_dict_bytes / v.state_dict_bytes,
-                    "quantized_layers": v.quantized_layers, "accepted": ok, "reason": why, "notes": v.notes})
+        bt = fp32.backtest if precision == "fp32" else _backtest(v.module, market)
+        row.update(_agent_row(precision, v, bt, bpy, fp32, obs, tolerance, latency_repeats))
         rows.append(row)
 
     def meta(precision: str) -> dict[str, Any]:
@@ -206,6 +177,70 @@ def quantize_agent(
 
     return _finish(model_name, "agent", variants, rows, batch_of(obs, 4), meta, out_dir, tolerance,
                    export_formats, extra_files=state.save if state is not None else None)
+
+
+@dataclass
+class _AgentReference:
+    """What every agent variant is compared with: the fp32 policy's backtest, Sharpe,
+    latency per batch size and size."""
+
+    module: nn.Module
+    backtest: dict[str, np.ndarray]
+    sharpe: float
+    latency: dict[int, float]
+    state_dict_bytes: int
+
+    @classmethod
+    def of(cls, ref: Variant, market: MarketData, obs: tuple[torch.Tensor, ...],
+           bars_per_year: float, latency_repeats: int) -> _AgentReference:
+        bt = _backtest(ref.module, market)
+        return cls(module=ref.module, backtest=bt,
+                   sharpe=metrics.sharpe_ratio(bt["rewards"], bars_per_year),
+                   latency={b: latency_ms(ref.module, batch_of(obs, b), repeats=latency_repeats)
+                            for b in (1, 32)},
+                   state_dict_bytes=ref.state_dict_bytes)
+
+
+def _spread_observations(market: MarketData, max_obs: int) -> tuple[torch.Tensor]:
+    """Observations (flat position) of up to ``max_obs`` evenly spaced tradable rows."""
+    rows_idx = market.rows
+    pick = rows_idx[np.unique(np.linspace(0, rows_idx.size - 1, min(max_obs, rows_idx.size)).astype(np.int64))]
+    return (torch.from_numpy(market.observations(pick, 0)),)
+
+
+def _backtest(module: nn.Module, market: MarketData) -> dict[str, np.ndarray]:
+    """``evaluate_positions`` of the greedy actions of ``module`` on ``market``."""
+    def act(o: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return module(torch.from_numpy(np.asarray(o, np.float32))).argmax(dim=1).numpy()
+
+    return evaluate_positions(act, market)
+
+
+def _agent_row(precision: str, v: Variant, bt: dict[str, np.ndarray], bars_per_year: float,
+               ref: _AgentReference, obs: tuple[torch.Tensor, ...], tolerance: Tolerance,
+               latency_repeats: int) -> dict[str, Any]:
+    """One supported variant's row from its backtest ``bt``: output distance, Sharpe against
+    fp32, action agreement, the verdict and its reason, latency and size."""
+    sharpe = metrics.sharpe_ratio(bt["rewards"], bars_per_year)
+    agree = float((bt["positions"] == ref.backtest["positions"]).mean())
+    row = compare_variant(ref.module, v.module, obs, lambda out: 0.0)
+    row.pop("metric_rel_change")
+    row.update({"metric_reference": ref.sharpe, "metric_variant": sharpe,
+                "sharpe_delta": sharpe - ref.sharpe, "action_agreement": agree})
+    ok = precision == "fp32" or agree >= tolerance.min_action_agreement
+    why = f"action agreement {agree:.1%} (min {tolerance.min_action_agreement:.0%})"
+    if tolerance.max_sharpe_drop is not None and precision != "fp32":
+        ok = ok and ref.sharpe - sharpe <= tolerance.max_sharpe_drop
+        why += f", Sharpe {ref.sharpe:.3f} -> {sharpe:.3f} (max drop {tolerance.max_sharpe_drop})"
+    row["within_output_tolerance"] = row["rel_output_diff"] <= OUTPUT_TOLERANCE[precision]
+    for b in (1, 32):
+        ms = ref.latency[b] if precision == "fp32" else latency_ms(v.module, batch_of(obs, b), repeats=latency_repeats)
+        row[f"latency_ms_b{b}"] = ms
+        row[f"latency_ratio_b{b}"] = ms / ref.latency[b] if ref.latency[b] > 0 else float("nan")
+    row.update({"state_dict_bytes": v.state_dict_bytes, "size_ratio": ref.state_dict_bytes / v.state_dict_bytes,
+                "quantized_layers": v.quantized_layers, "accepted": ok, "reason": why, "notes": v.notes})
+    return row
 
 
 def _finish(

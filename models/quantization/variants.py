@@ -7,7 +7,7 @@ Findings on torch 2.13 (CPU build), which shaped this module:
   weights are int8, activations quantized on the fly. ``torchao`` is not needed.
   Dynamic-quantized kernels are CPU-only. Every other float Parameter of >= 1024
   elements (embeddings, batched per-variable weights, conv weights, Linear weights read
-  directly) is rounded to weight-only int8 (``models.quantization.int8_weight_only``): fp32 compute,
+  directly) is rounded to weight-only int8 (``models.int8_weight_only``): fp32 compute,
   int8 storage in the artifact, dequantized at load time.
 - fp16 / bf16: implemented as a weight cast (``module.to(dtype)``) behind a wrapper
   that casts inputs in and outputs back to fp32, so the variant is a drop-in
@@ -27,12 +27,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.quantization.int8_weight_only import (
+from models.int8_weight_only import (
     apply_weight_only_int8,
     stored_bytes,
     weight_only_tensors,
 )
-from models.quantization.outputs import Inputs, _map_tensors, _tensors
+from models.quantization.outputs import Inputs, map_tensors, output_tensors
 
 PRECISIONS = ("fp32", "int8", "fp16", "bf16")
 HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -76,7 +76,7 @@ class PrecisionCast(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> Any:
         cast = [x.to(self.dtype) if x.is_floating_point() else x for x in inputs]
-        return _map_tensors(self.inner(*cast), lambda t: t.float() if t.is_floating_point() else t)
+        return map_tensors(self.inner(*cast), lambda t: t.float() if t.is_floating_point() else t)
 
 
 def state_dict_bytes(module: nn.Module) -> int:
@@ -137,7 +137,7 @@ def _build(precision: str, base: nn.Module, inputs: Inputs, device: torch.device
     module.eval()
     with torch.inference_mode():
         result = module(*inputs)
-    bad = [t for t in _tensors(result) if t.is_floating_point() and not torch.isfinite(t).all()]
+    bad = [t for t in output_tensors(result) if t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         return Unsupported(precision, f"forward pass gave non-finite outputs in {precision}")
     size = stored_bytes(module) if precision == "int8" else state_dict_bytes(module)

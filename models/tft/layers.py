@@ -19,7 +19,7 @@ from torch import nn
 CHUNK_ELEMENTS = 1 << 20  # per-variable work is done in row chunks of about this many floats
 
 
-def _linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def fast_linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``layer(x)`` without the module-call overhead when ``layer`` is a plain Linear (a
     quantized replacement is called as a module)."""
     if type(layer) is nn.Linear and not (layer._forward_pre_hooks or layer._forward_hooks):
@@ -27,7 +27,7 @@ def _linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return layer(x)  # hooks (int8 quantization finds the layers it may swap by them) still run
 
 
-def _lstm(lstm: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+def fast_lstm(lstm: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
           ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """An eval-mode ``lstm(x, state)`` straight into the fused kernel ``nn.LSTM.forward``
     ends in, skipping its per-call Python checks (a quantized LSTM is called as a module)."""
@@ -39,7 +39,8 @@ def _lstm(lstm: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, torch.Ten
     return lstm(x, state)
 
 
-def _layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def fast_layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``norm(x)`` straight into ``F.layer_norm`` when ``norm`` is a plain LayerNorm (as ``fast_linear``)."""
     if type(norm) is nn.LayerNorm and not (norm._forward_pre_hooks or norm._forward_hooks):
         return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
     return norm(x)
@@ -84,23 +85,23 @@ class GatedResidualNetwork(nn.Module):
     def fast(self, a: torch.Tensor, context_bias: torch.Tensor | None = None) -> torch.Tensor:
         """Inference-only ``forward`` with fewer ops; ``context_bias`` is
         :meth:`context_bias` of the context (added to ``fc_in(a)``, broadcasting)."""
-        hidden = _linear(self.fc_in, a)
+        hidden = fast_linear(self.fc_in, a)
         if context_bias is not None:
             hidden = hidden + context_bias
-        gated = F.glu(_linear(self.glu.proj, F.elu(hidden)), -1)
+        gated = F.glu(fast_linear(self.glu.proj, F.elu(hidden)), -1)
         if self.skip is None:
             residual = a
         elif type(self.skip) is PerVariableAffine:
-            return _layer_norm(self.norm, torch.addcmul(gated, a, self.skip.scale)
+            return fast_layer_norm(self.norm, torch.addcmul(gated, a, self.skip.scale)
                                .add_(self.skip.shift))
         else:
             residual = self.skip(a)
-        return _layer_norm(self.norm, residual + gated)
+        return fast_layer_norm(self.norm, residual + gated)
 
     def context_bias(self, context: torch.Tensor) -> torch.Tensor:
         if self.fc_context is None:
             raise ValueError("this GRN was built without a context input")
-        return _linear(self.fc_context, context)
+        return fast_linear(self.fc_context, context)
 
 
 class StackedGRN(nn.Module):
@@ -123,7 +124,7 @@ class StackedGRN(nn.Module):
 
     def stacked(self, a: torch.Tensor) -> torch.Tensor:
         """The ``n`` outputs as one ``[n, B, d]`` tensor."""
-        hidden = F.elu(_linear(self.fc_in, a)).view(a.shape[0], self.n, self.d).transpose(0, 1)
+        hidden = F.elu(fast_linear(self.fc_in, a)).view(a.shape[0], self.n, self.d).transpose(0, 1)
         if self.training:
             hidden = self.dropout(hidden)
         gated = F.glu(torch.baddbmm(self.glu_bias, hidden, self.glu_weight), -1)
@@ -252,7 +253,7 @@ class GateAddNorm(nn.Module):
 
     def fast(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         """Inference-only ``forward`` (no dropout, no module calls)."""
-        return _layer_norm(self.norm, skip + F.glu(_linear(self.glu.proj, x), -1))
+        return fast_layer_norm(self.norm, skip + F.glu(fast_linear(self.glu.proj, x), -1))
 
 
 def causal_mask(n_past: int, n_future: int, device: torch.device | None = None) -> torch.Tensor:
@@ -296,11 +297,11 @@ class InterpretableMultiHeadAttention(nn.Module):
         where a query may look and ``-inf`` where not, added with the scale in one op."""
         b, tq, _ = query.shape
         tk = key.shape[1]
-        q = _linear(self.q, query).view(b, tq, self.heads, self.d_head).transpose(1, 2)
-        k = _linear(self.k, key).view(b, tk, self.heads, self.d_head).transpose(1, 2)
+        q = fast_linear(self.q, query).view(b, tq, self.heads, self.d_head).transpose(1, 2)
+        k = fast_linear(self.k, key).view(b, tk, self.heads, self.d_head).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(self.d_head))
         attn = torch.softmax(scores.add_(additive_mask), dim=-1)
-        return _linear(self.out, attn.mean(dim=1) @ _linear(self.v, key))
+        return fast_linear(self.out, attn.mean(dim=1) @ fast_linear(self.v, key))
 
 
 # --- the model ---------------------------------------------------------------

@@ -64,27 +64,23 @@ none changes what the model can express in a way that matters here):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from models.config_fields import check_known_fields
 from models.quantile import MonotoneQuantileHead
 from models.tft.init import reference_init
-from models.tft.layers import (  # noqa: F401  (re-exported: the building blocks' old home)
-    CHUNK_ELEMENTS,
+from models.tft.layers import (
     GateAddNorm,
-    GatedLinearUnit,
     GatedResidualNetwork,
     InterpretableMultiHeadAttention,
-    PerVariableAffine,
     StackedGRN,
     VariableSelectionNetwork,
-    _layer_norm,
-    _linear,
-    _lstm,
     causal_mask,
+    fast_lstm,
 )
 from models.windows import DEFAULT_QUANTILES
 
@@ -136,10 +132,7 @@ class TFTConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TFTConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"TFTConfig.from_dict: unknown fields {sorted(unknown)}")
+        check_known_fields(cls, d)
         return cls(**d)
 
 
@@ -295,8 +288,8 @@ class TemporalFusionTransformer(nn.Module):
         else:
             future = self.future_default.expand(b, c.horizon, -1)
 
-        enc_out, state = _lstm(self.encoder, past, (h0, c0))
-        dec_out, _ = _lstm(self.decoder, future, state)
+        enc_out, state = fast_lstm(self.encoder, past, (h0, c0))
+        dec_out, _ = fast_lstm(self.decoder, future, state)
         temporal = self.lstm_gate.fast(torch.cat([enc_out, dec_out], dim=1),
                                        torch.cat([past, future], dim=1))
         enrichment = self.enrichment

@@ -17,17 +17,22 @@ import copy
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 from torch import nn
+from tqdm.auto import tqdm
 
+from models import climatology
+from models.config_fields import check_known_fields
 from models.quantile import pinball_loss, pinball_loss_numpy
 from models.registry import model_type_of
 from models.training.checkpoint import (
+    OPTIMIZER_PREFIX,
     checkpoint_file,
     dataset_signature,
     load_optimizer_state,
@@ -93,9 +98,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"TrainConfig.from_dict: unknown fields {sorted(unknown)}")
+        check_known_fields(cls, d)
         return cls(**d)
 
 
@@ -201,8 +204,84 @@ def train_forecaster(
             torch.set_num_threads(previous_threads)
 
 
+@dataclass
+class _Run:
+    """Everything one ``train_forecaster`` call carries from epoch to epoch."""
+
+    model: nn.Module
+    net: nn.Module  # ``model`` as the world wraps it (DDP on a rank)
+    train_ds: WindowDataset
+    val_ds: WindowDataset
+    config: TrainConfig
+    device: torch.device
+    autocast_dtype: torch.dtype | None
+    world: World
+    quantiles: torch.Tensor
+    scaler: torch.amp.GradScaler | None
+    optimizer: torch.optim.Optimizer
+    steps_per_epoch: int
+    total_steps: int
+    model_type: str
+    base_extra: dict[str, Any]
+    checkpoint_dir: Path | None
+    last_path: Path | None
+    best_path: Path | None
+    state: dict[str, Any]  # the loop state a checkpoint saves: epoch, step, best, history
+    best_state: dict[str, Any]  # the best weights seen
+    bar: Any = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.world.rank == 0
+
+    def last_good(self) -> Path | None:
+        return self.last_path if self.last_path is not None and self.last_path.is_file() else None
+
+
+@dataclass
+class _EpochStats:
+    losses: list[float] = field(default_factory=list)
+    norms: list[float] = field(default_factory=list)
+    n_samples: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    train_seconds: float = 0.0
+
+
 def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, on_epoch_end,
            progress, world: World) -> TrainResult:
+    run = _start(model, data, config, device, autocast_dtype, checkpoint_dir, resume, world)
+    n_parameters = int(sum(p.numel() for p in model.parameters()))
+    run.bar = _progress_bar(run.total_steps, run.state["step"], progress and run.is_main)
+    started = time.perf_counter()
+    stopped_early = False
+    try:
+        while run.state["epoch"] < config.epochs:
+            epoch = run.state["epoch"] + 1
+            stats = _train_epoch(run, epoch)
+            val_loss = evaluate_loss(model, run.val_ds, run.quantiles, config.eval_batch_size,
+                                     device, autocast_dtype, config.max_val_batches, world=world)
+            record, improved = _end_epoch(run, epoch, stats, val_loss)
+            if improved:
+                run.best_state = copy.deepcopy(model.state_dict())
+            if on_epoch_end is not None and run.is_main:
+                on_epoch_end(dict(record))
+            if checkpoint_dir is not None:
+                world.barrier()  # a resume after this epoch finds rank 0's files complete
+            if config.patience is not None and run.state["bad_epochs"] >= config.patience:
+                stopped_early = run.state["epoch"] < config.epochs
+                break
+    finally:
+        if run.bar is not None:
+            run.bar.close()
+    model.load_state_dict(run.best_state)
+    return _result(run, n_parameters, time.perf_counter() - started, stopped_early)
+
+
+def _start(model: nn.Module, data: TrainingData, config: TrainConfig, device: torch.device,
+           autocast_dtype: torch.dtype | None, checkpoint_dir: Path | None, resume: bool,
+           world: World) -> _Run:
+    """Datasets checked, model on its device, optimizer built, and the loop state (fresh,
+    or from ``last.safetensors`` when resuming)."""
     train_ds, val_ds = data.window_dataset("train"), data.window_dataset("validation")
     if len(train_ds) == 0:
         raise ValueError("training split has no windows")
@@ -211,27 +290,40 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
     world.seed(config.seed, None)
     model.to(device)
     quantiles = torch.tensor(model.config.quantiles, dtype=torch.float32, device=device)
-    n_parameters = int(sum(p.numel() for p in model.parameters()))
     use_scaler = autocast_dtype == torch.float16 and device.type == "cuda"
-    scaler = torch.amp.GradScaler("cuda") if use_scaler else None
-
     steps_per_epoch = math.ceil(len(train_ds) / config.batch_size)
     if config.max_batches_per_epoch:
         steps_per_epoch = min(steps_per_epoch, config.max_batches_per_epoch)
-    total_steps = steps_per_epoch * config.epochs
-
-    model_type = model_type_of(model)
-    base_extra = {**dataset_signature(data), "train_config": config.to_dict(),
-                  **world.metadata(), **config.extra_metadata}
     last_path = checkpoint_dir / LAST_NAME if checkpoint_dir else None
     best_path = checkpoint_dir / BEST_NAME if checkpoint_dir else None
-    is_main = world.rank == 0
+    resume_from = last_path if resume and last_path is not None and last_path.is_file() else None
+    state, best_state = _resume_state(model, resume_from, best_path)
+    net = world.wrap(model, device)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, betas=config.betas,
+                                  eps=config.eps, weight_decay=config.weight_decay)
+    if resume_from is not None:
+        load_optimizer_state(resume_from, optimizer)
+    return _Run(
+        model=model, net=net, train_ds=train_ds, val_ds=val_ds, config=config, device=device,
+        autocast_dtype=autocast_dtype, world=world, quantiles=quantiles,
+        scaler=torch.amp.GradScaler("cuda") if use_scaler else None, optimizer=optimizer,
+        steps_per_epoch=steps_per_epoch, total_steps=steps_per_epoch * config.epochs,
+        model_type=model_type_of(model),
+        base_extra={**dataset_signature(data), "train_config": config.to_dict(),
+                    **world.metadata(), **config.extra_metadata},
+        checkpoint_dir=checkpoint_dir, last_path=last_path, best_path=best_path, state=state,
+        best_state=best_state)
 
+
+def _resume_state(model: nn.Module, resume_from: Path | None, best_path: Path | None
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(loop state, best weights): fresh ones, or those ``resume_from`` saved (its weights
+    loaded into ``model`` and torch's generator restored; every rank reads it)."""
     state = {"epoch": 0, "step": 0, "best_val": math.inf, "best_epoch": 0, "bad_epochs": 0,
              "history": []}
-    resume_from = last_path if resume and last_path is not None and last_path.is_file() else None
-    if resume_from is not None:  # every rank reads it
+    if resume_from is not None:
         meta = read_checkpoint_meta(resume_from)
+        model_type = model_type_of(model)
         if meta.get("model_type") != model_type or meta.get("config") != model.config.to_dict():
             raise ValueError(f"{resume_from}: saved for {meta.get('model_type')} "
                              f"{meta.get('config')}, cannot resume a different model")
@@ -243,141 +335,128 @@ def _train(model, data, config, device, autocast_dtype, checkpoint_dir, resume, 
         best_model = copy.deepcopy(model)
         _load_weights(best_model, best_path)
         best_state = best_model.state_dict()
-    net = world.wrap(model, device)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, betas=config.betas,
-                                  eps=config.eps, weight_decay=config.weight_decay)
-    if resume_from is not None:
-        load_optimizer_state(resume_from, optimizer)
-
-    bar = _progress_bar(total_steps, state["step"], progress and is_main)
-    started = time.perf_counter()
-    stopped_early = False
-    try:
-        while state["epoch"] < config.epochs:
-            epoch = state["epoch"] + 1
-            world.seed(config.seed, epoch)
-            net.train()
-            epoch_start = time.perf_counter()
-            losses, norms, n_samples = [], [], 0
-            order = np.random.default_rng([config.seed, epoch]).permutation(len(train_ds))
-            for global_idx in _chunks(order, config.batch_size, steps_per_epoch):
-                local_idx = world.shard(global_idx)
-                step = state["step"] + 1
-                lr = lr_at(state["step"], total_steps, config)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                batch = to_device(train_ds.batch(local_idx), device)
-                with _autocast(device, autocast_dtype):
-                    pred = net(batch["static"], batch["observed"], batch["known"])
-                objective, loss = world.batch_loss(
-                    pinball_loss(pred.float(), batch["target"], quantiles),
-                    len(local_idx), len(global_idx))
-                last_good = last_path if last_path is not None and last_path.is_file() else None
-                if not torch.isfinite(loss):
-                    raise TrainingDivergedError(
-                        f"loss is {loss.item()} at epoch {epoch}, step {step}{world.where()}; "
-                        f"last good checkpoint: {last_good}", epoch=epoch, step=step,
-                        last_good_checkpoint=last_good)
-                optimizer.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(objective).backward()
-                    scaler.unscale_(optimizer)
-                else:
-                    objective.backward()
-                max_norm = config.grad_clip if config.grad_clip else math.inf
-                grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
-                if not torch.isfinite(grad_norm) and scaler is None:
-                    raise TrainingDivergedError(
-                        f"gradient norm is {grad_norm.item()} at epoch {epoch}, step {step}; "
-                        f"last good checkpoint: {last_good}", epoch=epoch, step=step,
-                        last_good_checkpoint=last_good)
-                if scaler is not None:  # fp16: an inf norm means 'skip this step, lower scale'
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                state["step"] = step
-                losses.append(loss.item())
-                norms.append(grad_norm.item())
-                n_samples += len(global_idx)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
-            train_seconds = time.perf_counter() - epoch_start
-            val_loss = evaluate_loss(model, val_ds, quantiles, config.eval_batch_size, device,
-                                     autocast_dtype, config.max_val_batches, world=world)
-            record, improved = _end_epoch(
-                state, epoch=epoch, losses=losses, norms=norms, n_samples=n_samples,
-                epoch_start=epoch_start, train_seconds=train_seconds, val_loss=val_loss,
-                optimizer=optimizer, config=config, model=model, model_type=model_type,
-                base_extra=base_extra, best_path=best_path, last_path=last_path,
-                write_checkpoints=checkpoint_dir is not None and is_main,
-            )
-            if improved:
-                best_state = copy.deepcopy(model.state_dict())
-            if on_epoch_end is not None and is_main:
-                on_epoch_end(dict(record))
-            if checkpoint_dir is not None:
-                world.barrier()  # a resume after this epoch finds rank 0's files complete
-            if config.patience is not None and state["bad_epochs"] >= config.patience:
-                stopped_early = state["epoch"] < config.epochs
-                break
-    finally:
-        if bar is not None:
-            bar.close()
-    model.load_state_dict(best_state)
-    return TrainResult(
-        best_val_loss=float(state["best_val"]),
-        best_epoch=int(state["best_epoch"]),
-        epochs_run=int(state["epoch"]),
-        history=list(state["history"]),
-        best_checkpoint=best_path if best_path is not None and best_path.is_file() else None,
-        last_checkpoint=last_path if last_path is not None and last_path.is_file() else None,
-        training_seconds=time.perf_counter() - started,
-        n_parameters=n_parameters,
-        stopped_early=stopped_early,
-    )
+    return state, best_state
 
 
-def _end_epoch(state: dict[str, Any], *, epoch: int, losses: list[float], norms: list[float],
-               n_samples: int, epoch_start: float, train_seconds: float, val_loss: float,
-               optimizer: torch.optim.Optimizer, config: TrainConfig, model: nn.Module,
-               model_type: str, base_extra: dict[str, Any], best_path: Path | None,
-               last_path: Path | None, write_checkpoints: bool) -> tuple[dict[str, float], bool]:
+def _train_epoch(run: _Run, epoch: int) -> _EpochStats:
+    """One pass over the (seeded, shuffled) train windows, one optimizer step per batch."""
+    run.world.seed(run.config.seed, epoch)
+    run.net.train()
+    stats = _EpochStats()
+    order = np.random.default_rng([run.config.seed, epoch]).permutation(len(run.train_ds))
+    for global_idx in _chunks(order, run.config.batch_size, run.steps_per_epoch):
+        loss, grad_norm = _train_step(run, epoch, global_idx)
+        stats.losses.append(loss)
+        stats.norms.append(grad_norm)
+        stats.n_samples += len(global_idx)
+        if run.bar is not None:
+            run.bar.update(1)
+            run.bar.set_postfix(epoch=epoch, loss=f"{stats.losses[-1]:.4f}")
+    stats.train_seconds = time.perf_counter() - stats.started
+    return stats
+
+
+def _train_step(run: _Run, epoch: int, global_idx: np.ndarray) -> tuple[float, float]:
+    """Forward, divergence checks, backward and step on this rank's share of one global
+    batch; returns (the global batch's loss, the gradient norm)."""
+    config, optimizer, scaler = run.config, run.optimizer, run.scaler
+    local_idx = run.world.shard(global_idx)
+    step = run.state["step"] + 1
+    lr = lr_at(run.state["step"], run.total_steps, config)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    batch = to_device(run.train_ds.batch(local_idx), run.device)
+    with _autocast(run.device, run.autocast_dtype):
+        pred = run.net(batch["static"], batch["observed"], batch["known"])
+    objective, loss = run.world.batch_loss(
+        pinball_loss(pred.float(), batch["target"], run.quantiles),
+        len(local_idx), len(global_idx))
+    last_good = run.last_good()
+    if not torch.isfinite(loss):
+        raise TrainingDivergedError(
+            f"loss is {loss.item()} at epoch {epoch}, step {step}{run.world.where()}; "
+            f"last good checkpoint: {last_good}", epoch=epoch, step=step,
+            last_good_checkpoint=last_good)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None:
+        scaler.scale(objective).backward()
+        scaler.unscale_(optimizer)
+    else:
+        objective.backward()
+    max_norm = config.grad_clip if config.grad_clip else math.inf
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.net.parameters(), max_norm)
+    if not torch.isfinite(grad_norm) and scaler is None:
+        raise TrainingDivergedError(
+            f"gradient norm is {grad_norm.item()} at epoch {epoch}, step {step}; "
+            f"last good checkpoint: {last_good}", epoch=epoch, step=step,
+            last_good_checkpoint=last_good)
+    if scaler is not None:  # fp16: an inf norm means 'skip this step, lower scale'
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    run.state["step"] = step
+    return loss.item(), grad_norm.item()
+
+
+def _end_epoch(run: _Run, epoch: int, stats: _EpochStats, val_loss: float
+               ) -> tuple[dict[str, float], bool]:
     """The epoch's record, the divergence check, best tracking and best/last checkpoints.
     Returns (record, improved)."""
+    state = run.state
     record = {
         "epoch": epoch,
-        "train_loss": float(np.mean(losses)),
+        "train_loss": float(np.mean(stats.losses)),
         "val_loss": val_loss,
-        "grad_norm": float(np.mean(norms)),
-        "grad_norm_max": float(np.max(norms)),
-        "lr": float(optimizer.param_groups[0]["lr"]),
-        "seconds": time.perf_counter() - epoch_start,
-        "samples_per_s": n_samples / max(train_seconds, 1e-9),
+        "grad_norm": float(np.mean(stats.norms)),
+        "grad_norm_max": float(np.max(stats.norms)),
+        "lr": float(run.optimizer.param_groups[0]["lr"]),
+        "seconds": time.perf_counter() - stats.started,
+        "samples_per_s": stats.n_samples / max(stats.train_seconds, 1e-9),
     }
     state["history"].append(record)
     state["epoch"] = epoch
     if not math.isfinite(val_loss):
         raise TrainingDivergedError(
             f"validation loss is {val_loss} after epoch {epoch}", epoch=epoch,
-            step=state["step"],
-            last_good_checkpoint=last_path if last_path and last_path.is_file() else None)
-    improved = val_loss < state["best_val"] - config.min_delta
+            step=state["step"], last_good_checkpoint=run.last_good())
+    improved = val_loss < state["best_val"] - run.config.min_delta
     if improved:
         state["best_val"], state["best_epoch"], state["bad_epochs"] = val_loss, epoch, 0
     else:
         state["bad_epochs"] += 1
-    if write_checkpoints:
-        extra = {**base_extra, "epoch": epoch, "val_loss": val_loss}
-        if improved:
-            save_checkpoint(best_path, model, model_type=model_type,
-                            config=model.config.to_dict(), extra=extra)
-        save_checkpoint(last_path, model, model_type=model_type,
-                        config=model.config.to_dict(), optimizer=optimizer,
-                        extra={**extra, "loop_state": state,
-                               "torch_rng_state": torch.get_rng_state().tolist()})
+    if run.checkpoint_dir is not None and run.is_main:
+        _save_epoch_checkpoints(run, epoch, val_loss, improved)
     return record, improved
+
+
+def _save_epoch_checkpoints(run: _Run, epoch: int, val_loss: float, improved: bool) -> None:
+    """``best`` when validation improved, ``last`` (with optimizer, loop state and torch's
+    generator, all a resume needs) every epoch."""
+    model = run.model
+    extra = {**run.base_extra, "epoch": epoch, "val_loss": val_loss}
+    if improved:
+        save_checkpoint(run.best_path, model, model_type=run.model_type,
+                        config=model.config.to_dict(), extra=extra)
+    save_checkpoint(run.last_path, model, model_type=run.model_type,
+                    config=model.config.to_dict(), optimizer=run.optimizer,
+                    extra={**extra, "loop_state": run.state,
+                           "torch_rng_state": torch.get_rng_state().tolist()})
+
+
+def _result(run: _Run, n_parameters: int, seconds: float, stopped_early: bool) -> TrainResult:
+    best, last = run.best_path, run.last_path
+    return TrainResult(
+        best_val_loss=float(run.state["best_val"]),
+        best_epoch=int(run.state["best_epoch"]),
+        epochs_run=int(run.state["epoch"]),
+        history=list(run.state["history"]),
+        best_checkpoint=best if best is not None and best.is_file() else None,
+        last_checkpoint=last if last is not None and last.is_file() else None,
+        training_seconds=seconds,
+        n_parameters=n_parameters,
+        stopped_early=stopped_early,
+    )
 
 
 @torch.no_grad()
@@ -436,10 +515,8 @@ def scaled_targets(dataset: WindowDataset) -> np.ndarray:
 def climatology_quantiles(data: TrainingData, quantiles: tuple[float, ...] | None = None
                           ) -> np.ndarray:
     """``[H, Q]`` unconditional quantiles of the training windows' scaled targets:
-    the baseline a forecaster must beat (one definition, in ``models.evaluation.baselines``)."""
-    from models.evaluation.baselines import climatology_quantiles as climatology
-
-    return climatology(data, quantiles).astype(np.float32)
+    the baseline a forecaster must beat (one definition, in ``models.climatology``), as float32."""
+    return climatology.climatology_quantiles(data, quantiles).astype(np.float32)
 
 
 def quantile_loss_of(preds: np.ndarray, targets: np.ndarray, quantiles) -> float:
@@ -465,10 +542,6 @@ def _autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 def _load_weights(model: nn.Module, path: Path) -> None:
-    from safetensors.torch import load_file
-
-    from models.training.checkpoint import OPTIMIZER_PREFIX
-
     state = {k: v for k, v in load_file(str(checkpoint_file(path))).items()
              if not k.startswith(OPTIMIZER_PREFIX)}
     model.load_state_dict(state, strict=True)
@@ -477,6 +550,4 @@ def _load_weights(model: nn.Module, path: Path) -> None:
 def _progress_bar(total: int, initial: int, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=True)

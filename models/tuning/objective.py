@@ -11,7 +11,9 @@ from typing import Any
 
 import optuna
 
-from models.training.loop import TrainConfig
+from models.agents import train as agents
+from models.registry import build_model
+from models.training.loop import TrainConfig, train_forecaster
 from models.tuning.spaces import MODEL_FIELDS, to_config_values
 from models.windows import DEFAULT_QUANTILES, TrainingData
 
@@ -50,9 +52,6 @@ def forecaster_trial(trial: optuna.Trial, family: str, data: TrainingData,
                      on_epoch_end: Hook | None = None) -> float:
     """Best validation pinball loss of ``family`` trained with ``params`` (model fields
     over ``base_model``, ``learning_rate`` / ``weight_decay`` over ``train``)."""
-    from models.registry import build_model
-    from models.training.loop import train_forecaster
-
     model_params = {k: v for k, v in params.items() if k in MODEL_FIELDS[family]}
     model = build_model(family, {**dataset_model_config(data), **base_model, **model_params})
     cfg = replace(train, lr=float(params.get("learning_rate", train.lr)),
@@ -68,8 +67,6 @@ def agent_trial(trial: optuna.Trial, family: str, data: TrainingData, params: di
     """Final validation mean reward of ``family`` (dqn | ppo) trained with ``params`` over
     the agent config fields ``base`` (``models.agents.train.DQNConfig`` / ``PPOConfig``),
     observing ``observed`` = (forecasters, their training configs)."""
-    from models.agents import train as agents
-
     cls, fit = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else \
         (agents.PPOConfig, agents.train_ppo)
     config = cls.from_dict({**base, **to_config_values(params)})

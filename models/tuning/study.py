@@ -126,6 +126,8 @@ def summary(study: optuna.Study) -> dict[str, Any]:
 def save_plots(study: optuna.Study, out_dir: Path) -> dict[str, Path]:
     """Optimisation history, and parameter importances once two trials have completed
     (fANOVA needs a spread of values); PNGs through Optuna's matplotlib backend."""
+    # local: pyplot picks a global backend when imported, so only a call that draws loads it,
+    # headless (Agg) first
     import matplotlib
 
     matplotlib.use("Agg")

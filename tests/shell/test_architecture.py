@@ -43,6 +43,13 @@ def test_the_project_keeps_its_import_contracts(tree: Path):
     ("resources/storage.py", "from assets import common", "shell > assets"),
     ("assets/common.py", "from foxhunt_pipeline import definitions", "shell > assets"),
     ("models/tft/layers.py", "from models.mamba2 import ssd", "independent"),
+    ("models/export.py", "from models.quantization import recommend", "inside models"),
+    ("models/evaluation/metrics.py", "from models import export", "inside models"),
+    ("models/evaluation/backtest.py", "from models.quantization import measure", "inside models"),
+    ("models/training/loop.py", "from models.evaluation import metrics", "inside models"),
+    ("models/training/checkpoint.py", "from models import export", "inside models"),
+    ("models/agents/imitation.py", "from models.evaluation import backtest", "inside models"),
+    ("models/training/loop.py", "from models.agents import state", "inside models"),
 ])
 def test_a_wrong_import_breaks_a_contract(tree: Path, module: str, bad_import: str,
                                           contract: str):

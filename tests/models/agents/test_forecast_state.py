@@ -34,7 +34,7 @@ def data():
                                    signal=0.5, segment_length=200, seed=1)
 
 
-def _forecaster(data, family: str = "tft"):
+def tiny_forecaster(data, family: str = "tft"):
     torch.manual_seed(0)
     config = {"n_static": 2, "n_observed": len(data.observed_names), "n_known": 2,
               "lookback": L, "horizon": H, "quantiles": list(DEFAULT_QUANTILES), "hidden": 8}
@@ -44,7 +44,7 @@ def _forecaster(data, family: str = "tft"):
 
 
 def test_each_row_holds_the_forecasts_of_the_window_ending_there(data):
-    tft, mamba = _forecaster(data), _forecaster(data, "mamba2")
+    tft, mamba = tiny_forecaster(data), tiny_forecaster(data, "mamba2")
     state = ForecastState.for_data({"tft": tft, "mamba2": mamba}, data, features=("f_1", "f_3"))
     got = state.compute(data, "test")
     q = len(DEFAULT_QUANTILES)
@@ -70,7 +70,7 @@ def test_each_row_holds_the_forecasts_of_the_window_ending_there(data):
 
 
 def test_rows_without_a_state_are_never_traded(data):
-    state = ForecastState.for_data({"tft": _forecaster(data)}, data)
+    state = ForecastState.for_data({"tft": tiny_forecaster(data)}, data)
     bt = evaluate_positions(lambda o: np.full(len(o), 2), data, "test", state=state)
     st = state.compute(data, "test")
     assert np.isfinite(st[bt["rows"]]).all() and np.isfinite(st[bt["rows"] + 1]).all()
@@ -81,13 +81,13 @@ def test_forecasters_of_another_feature_set_are_refused(data):
     other = synthetic_training_data(n_rows={"train": 300, "validation": 100, "test": 100},
                                     n_observed=5, n_known=2, n_static=2, lookback=L, horizon=H)
     with pytest.raises(ValueError, match="observed features"):
-        ForecastState.for_data({"tft": _forecaster(data)}, other)
+        ForecastState.for_data({"tft": tiny_forecaster(data)}, other)
 
 
 def test_every_position_is_replayed_with_the_reward_the_environment_gives(data):
     """One step of the environment stores nine transitions; each reward is what the env pays
     for that (held, chosen) pair on the same bar."""
-    state = ForecastState.for_data({"tft": _forecaster(data)}, data)
+    state = ForecastState.for_data({"tft": tiny_forecaster(data)}, data)
     market = prepare_market_data(data, "train", state=state)
     env = TradingEnv(market, mode="eval")
     obs, _ = env.reset(seed=0)
@@ -117,7 +117,7 @@ def test_without_signal_the_agent_stays_out_instead_of_paying_costs():
                                     n_observed=4, n_known=2, n_static=2, lookback=L, horizon=H,
                                     signal=0.0, segment_length=600, seed=4)
     noise.meta["cost_log_return"] = [3e-4, 3e-4]  # a tick is a third of a bar's sd
-    forecaster = _forecaster(noise)
+    forecaster = tiny_forecaster(noise)
     config = DQNConfig(total_timesteps=4_000, learning_starts=500, eval_freq=0, net_arch=[32],
                        encoder_hidden=32, device="cpu", seed=0)
     result = train_dqn(noise, config, forecasters={"tft": forecaster})
@@ -129,7 +129,7 @@ def test_without_signal_the_agent_stays_out_instead_of_paying_costs():
 def test_a_policy_is_saved_with_its_forecasters_and_acts_the_same_after_loading(data, tmp_path):
     config = DQNConfig(total_timesteps=300, learning_starts=100, buffer_size=500, batch_size=32,
                        eval_freq=0, net_arch=[8], encoder_hidden=8, device="cpu")
-    result = train_dqn(data, config, forecasters={"tft": _forecaster(data)})
+    result = train_dqn(data, config, forecasters={"tft": tiny_forecaster(data)})
     save_policy(result.model, tmp_path / "policy")
     assert (tmp_path / "policy" / "state.json").is_file()
     assert (tmp_path / "policy" / "forecasters" / "tft" / "model.safetensors").is_file()

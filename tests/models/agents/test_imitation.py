@@ -9,16 +9,16 @@ from models.agents.imitation import imitate_rule, rule_actions
 from models.agents.state import ForecastState, forecasts
 from models.agents.trading_env import EnvConfig, prepare_market_data
 from models.agents.train import PPOConfig, make_ppo, train_ppo
-from models.evaluation.backtest import band_action
+from models.trading_rules import band_action
 from models.training.loop import TrainConfig, train_forecaster
-from tests.models.agents.test_forecast_state import H, L, _forecaster, data  # noqa: F401
+from tests.models.agents.test_forecast_state import H, L, data, tiny_forecaster  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def state(data):  # noqa: F811
-    models = {"tft": _forecaster(data), "mamba2": _forecaster(data, "mamba2")}
+    models = {"tft": tiny_forecaster(data), "mamba2": tiny_forecaster(data, "mamba2")}
     for model in models.values():  # the data's signal, so their medians change sign
         train_forecaster(model, data, TrainConfig(epochs=2, max_batches_per_epoch=20,
                                                   batch_size=64, seed=0), device="cpu")

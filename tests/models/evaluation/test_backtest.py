@@ -7,22 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.evaluation.backtest import (
-    band_action,
-    band_positions,
-    decision_rows,
-    run_backtest,
-    threshold_positions,
-)
+from models.climatology import climatology_quantiles
+from models.evaluation.backtest import decision_rows, run_backtest
 from models.evaluation.baselines import (
     buy_and_hold_positions,
     climatology_forecast,
-    climatology_quantiles,
     flat_positions,
     momentum_positions,
     trailing_return,
 )
 from models.evaluation.metrics import sharpe_ratio
+from models.trading_rules import band_action, band_positions, threshold_positions
 from tests.model_data import synthetic_training_data
 
 BPY = 252 * 1380

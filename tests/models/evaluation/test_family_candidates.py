@@ -94,7 +94,7 @@ def test_the_ensemble_refits_its_weights_on_each_folds_validation_split():
 def test_a_cached_fold_model_is_reused_not_retrained(tmp_path, monkeypatch):
     """The ensemble's walk-forward fits its members on the same folds the members' own
     walk-forward did: with a cache directory the second fit loads the first one's model."""
-    import models.training.loop as loop
+    import models.evaluation.family_candidates as family_candidates
 
     data = synthetic_training_data(n_rows={"train": 600, "validation": 200, "test": 200},
                                    n_observed=4, n_known=2, n_static=1, lookback=8, horizon=2,
@@ -104,8 +104,8 @@ def test_a_cached_fold_model_is_reused_not_retrained(tmp_path, monkeypatch):
               "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
     train = TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=2, max_val_batches=1)
     calls = []
-    real = loop.train_forecaster
-    monkeypatch.setattr(loop, "train_forecaster", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = family_candidates.train_forecaster
+    monkeypatch.setattr(family_candidates, "train_forecaster", lambda *a, **k: calls.append(1) or real(*a, **k))
     make = lambda cfg: forecaster_candidate("foxhunt-tft", "tft", cfg, train,  # noqa: E731
                                             cache_dir=tmp_path)
     first = make(config).fit(data)(data)

@@ -2,13 +2,12 @@
 every candidate, honest metrics, the protocol id, and the LightGBM integration."""
 
 import math
-import sys
 import types
 
 import numpy as np
 import pytest
 
-import models.evaluation
+import models.evaluation.candidates as candidates
 from models.evaluation.backtest import decision_rows
 from models.evaluation.candidates import (
     Candidate,
@@ -242,10 +241,8 @@ def test_lightgbm_is_scored_on_the_same_folds(signal_pool, monkeypatch):
 
     module = types.ModuleType("models.evaluation.lightgbm_baseline")
     module.fit_lightgbm_quantiles = fit_lightgbm_quantiles
-    monkeypatch.setitem(sys.modules, "models.evaluation.lightgbm_baseline", module)
-    # once imported (test_lightgbm_baseline.py runs first), ``from models.evaluation import
-    # lightgbm_baseline`` reads the package attribute, not sys.modules
-    monkeypatch.setattr(models.evaluation, "lightgbm_baseline", module, raising=False)
+    # the module ``lightgbm_candidate`` fits with, where it looks it up
+    monkeypatch.setattr(candidates, "lightgbm_baseline", module)
     lgb = lightgbm_candidate(seed=7)
     assert lgb is not None and lgb.name == "baseline:lightgbm"
     res = walk_forward(signal_pool, [lgb, signal_forecaster()], CFG, bootstrap=50)
@@ -266,7 +263,8 @@ def test_a_model_that_repeats_a_baseline_is_named_after_it(signal_pool):
     """Always long is buy-and-hold, a forecaster returning the train climatology is the
     climatology; both are found even when those baselines are not among the candidates (an
     evaluation that reuses baselines scored earlier). A model of its own equals nothing."""
-    from models.evaluation.baselines import climatology_forecast, climatology_quantiles
+    from models.climatology import climatology_quantiles
+    from models.evaluation.baselines import climatology_forecast
 
     def always_long(_train):
         return lambda d: np.ones(d.splits["test"].n_windows)

@@ -9,14 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.mamba2.model import (
-    Mamba2Backbone,
-    Mamba2Config,
-    Mamba2Forecaster,
-    Mamba2Mixer,
-    RMSNormGated,
-    balanced_chunk,
-)
+from models.mamba2.mixer import Mamba2Mixer, RMSNormGated, balanced_chunk
+from models.mamba2.model import Mamba2Backbone, Mamba2Config, Mamba2Forecaster
 from models.mamba2.ssd import ssd_chunked, ssd_sequential
 from models.windows import DEFAULT_QUANTILES
 from tests.model_data import synthetic_training_data

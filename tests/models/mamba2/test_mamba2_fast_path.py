@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.mamba2.model import Mamba2Config, Mamba2Forecaster, Mamba2Mixer
+from models.mamba2.mixer import Mamba2Mixer
+from models.mamba2.model import Mamba2Config, Mamba2Forecaster
 from models.mamba2.ssd import (
     single_chunk_length,
     ssd_chunked,

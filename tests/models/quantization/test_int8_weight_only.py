@@ -13,9 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.export import WEIGHTS_FILE, export_artifact, load_artifact
-from models.mamba2.model import Mamba2Config, Mamba2Forecaster
-from models.quantization import DEFAULT_TOLERANCE, quantize_variants
-from models.quantization.int8_weight_only import (
+from models.int8_weight_only import (
     MIN_GROUP,
     apply_weight_only_int8,
     dequantize_tensor,
@@ -24,6 +22,8 @@ from models.quantization.int8_weight_only import (
     stored_bytes,
     weight_only_tensors,
 )
+from models.mamba2.model import Mamba2Config, Mamba2Forecaster
+from models.quantization import DEFAULT_TOLERANCE, quantize_variants
 from models.quantization.report import quantize_forecaster
 from models.tft.model import TemporalFusionTransformer, TFTConfig
 from tests.model_data import synthetic_training_data

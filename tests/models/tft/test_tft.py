@@ -1,14 +1,14 @@
 import pytest
 import torch
 
-from models.tft.model import (
+from models.tft.layers import (
     GatedLinearUnit,
     GatedResidualNetwork,
-    TemporalFusionTransformer,
-    TFTConfig,
+    StackedGRN,
     VariableSelectionNetwork,
     causal_mask,
 )
+from models.tft.model import TemporalFusionTransformer, TFTConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -203,8 +203,6 @@ def test_cuda_batches_and_autocast(dtype):
 
 
 def test_static_encoders_give_four_distinct_contexts():
-    from models.tft.model import StackedGRN
-
     torch.manual_seed(0)
     enc = StackedGRN(4, 8).eval()
     a = torch.randn(3, 8)

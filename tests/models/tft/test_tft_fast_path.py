@@ -15,7 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.tft.model import TemporalFusionTransformer, TFTConfig, causal_mask
+from models.tft.layers import causal_mask
+from models.tft.model import TemporalFusionTransformer, TFTConfig
 
 SMALL = dict(n_static=3, n_observed=7, n_known=4, lookback=12, horizon=3, hidden=16, heads=2)
 
@@ -151,13 +152,13 @@ def test_reference_path_matches_the_old_forward():
 
 def test_fast_path_runs_in_row_chunks_like_the_reference(monkeypatch):
     """Past the chunk size the per-variable work is split into row chunks: same result."""
-    import models.tft.model as tft
+    import models.tft.layers as tft_layers
 
     model = _model(seed=2)
     x = _inputs(model.config, 4, seed=3)
     with torch.inference_mode():
         whole = model(*x)
-        monkeypatch.setattr(tft, "CHUNK_ELEMENTS", 8 * model.config.var_width * 2 * 14)
+        monkeypatch.setattr(tft_layers, "CHUNK_ELEMENTS", 8 * model.config.var_width * 2 * 14)
         chunked = model(*x)
         ref = reference_forward(model, *x)
     torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,68 @@
+"""The DQN agent: SB3's DQN on the train env, every position replayed (``agents.replay``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from stable_baselines3 import DQN
+from torch import nn
+
+from models.agents.configs import DQNConfig
+from models.agents.learning import (
+    AgentResult,
+    EvalHook,
+    agent_state,
+    learn,
+    make_vec_env,
+    prepare_policy_kwargs,
+)
+from models.agents.replay import AllPositionsReplayBuffer
+from models.agents.trading_env import RowState, prepare_market_data
+from models.windows import TrainingData
+
+
+def make_dqn(data: TrainingData, config: DQNConfig | None = None,
+             state: RowState | None = None) -> DQN:
+    """An untrained SB3 DQN on the train split, observing ``state`` (or the raw window)."""
+    config = config or DQNConfig()
+    train, policy_kwargs = prepare_policy_kwargs(data, config, state)
+    policy_kwargs["net_arch"] = list(config.net_arch)
+    every_position = config.replay_all_positions
+    return DQN(
+        "MlpPolicy",
+        make_vec_env(train, config.n_envs, config.vec_env),
+        learning_rate=config.learning_rate,
+        # nine transitions per step when every position is replayed
+        buffer_size=config.buffer_size * (9 if every_position else 1),
+        replay_buffer_class=AllPositionsReplayBuffer if every_position else None,
+        learning_starts=config.learning_starts,
+        batch_size=config.batch_size,
+        gamma=config.gamma,
+        train_freq=config.train_freq,
+        gradient_steps=config.gradient_steps,
+        target_update_interval=config.target_update_interval,
+        exploration_fraction=config.exploration_fraction,
+        exploration_final_eps=config.exploration_final_eps,
+        policy_kwargs=policy_kwargs,
+        seed=config.seed,
+        device=config.device,
+        verbose=0,
+    )
+
+
+def train_dqn(
+    data: TrainingData,
+    config: DQNConfig | None = None,
+    on_eval: EvalHook | None = None,
+    eval_split: str = "validation",
+    forecasters: Mapping[str, nn.Module] | None = None,
+    forecaster_train_configs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> AgentResult:
+    """Train DQN on the train split, observing ``forecasters`` (``config.observation``);
+    ``on_eval`` receives each validation curve point."""
+    config = config or DQNConfig()
+    state = agent_state(data, config, forecasters, forecaster_train_configs)
+    model = make_dqn(data, config, state)
+    val = prepare_market_data(data, eval_split, config.env, state=state)
+    return learn("dqn", model, config, val, on_eval)
