@@ -23,7 +23,7 @@ is the expected tick move over the next :data:`ORACLE_HORIZON` bars (:func:`expe
 ``E[u_{t+k}] = phi**k a_t + sqrt(1-s**2) rho**k v_t``, through the tick rounding). It goes
 long (short) when that exceeds +(-) the one-way cost and stays in until the forecast
 changes sign (in calibration this hysteresis beat a symmetric 1 x cost band, as
-``models.evaluation.backtest.threshold_positions`` on the 5-bar forecast, which turned over
+``models.trading_rules.threshold_positions`` on the 5-bar forecast, which turned over
 3x as often and lost on ZN). Positions are decided at the close of t, held over bar t + 1,
 and pay the cost on every change. It trades the latent spot (rolls and per-contract basis
 moves are ignored).
