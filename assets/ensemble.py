@@ -14,7 +14,7 @@ from assets.quantization import _quantized_asset
 from assets.training import (
     GPU_POOL,
     TRANSIENT_RETRY,
-    _dataset_extra,
+    dataset_extra,
     load_dataset,
     mamba2_model,
     new_run_dir,
@@ -94,7 +94,7 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
                            horizon=data.horizon, quantiles=quantiles, climatology=clim, lookback=data.lookback)
     run_dir = new_run_dir(storage, "ensemble", context.run.run_id)
     ckpt = save_checkpoint(run_dir / "model", model, model_type="ensemble", config=model.config.to_dict(),
-                           extra={**_dataset_extra(data), "weights": fitted.weights, "members": sources,
+                           extra={**dataset_extra(data), "weights": fitted.weights, "members": sources,
                                   "validation_pinball": fitted.member_losses})
     registered = model_store.REGISTERED_NAMES["ensemble"]
     with mlflow.start_run(f"ensemble-{context.run.run_id[:8]}",
