@@ -114,7 +114,7 @@ def _register(family: str, pointer: dict, report, mlflow: MLflowResource, data, 
     return versions
 
 
-def _quantized_asset(family: str):
+def quantized_asset(family: str):
     @dg.asset(
         name=f"{family}_quantized",
         deps=[f"{family}_evaluation"],
@@ -134,7 +134,7 @@ def _quantized_asset(family: str):
     return _asset
 
 
-tft_quantized = _quantized_asset("tft")
-mamba2_quantized = _quantized_asset("mamba2")
-dqn_quantized = _quantized_asset("dqn")
-ppo_quantized = _quantized_asset("ppo")
+tft_quantized = quantized_asset("tft")
+mamba2_quantized = quantized_asset("mamba2")
+dqn_quantized = quantized_asset("dqn")
+ppo_quantized = quantized_asset("ppo")

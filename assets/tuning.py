@@ -11,7 +11,7 @@ import dagster as dg
 from assets.agents import DQNTrainingConfig, PPOTrainingConfig, current_forecasters
 from assets.common import OWNERS, code_version_of
 from assets.config_fields import sized
-from assets.evaluation import _png_markdown
+from assets.metadata_images import pngs_md
 from assets.training import (
     GPU_POOL,
     Mamba2TrainingConfig,
@@ -134,7 +134,7 @@ def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningCon
         "best_value": float(info["best_value"]),
         "best_trial": dg.MetadataValue.int(info["best_trial"]),
         "best_params": dg.MetadataValue.json(info["best_params"]),
-        "plots": dg.MetadataValue.md(_png_markdown(plots)),
+        "plots": dg.MetadataValue.md(pngs_md(plots)),
         "mlflow_run_id": parent_id,
         "mlflow_run": dg.MetadataValue.url(mlflow.run_url(parent_id)),
     })
