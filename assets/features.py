@@ -10,10 +10,11 @@ from assets.common import (
     check_result,
     code_version_of,
     markdown_table,
+    passed_validation,
     report_warnings,
 )
 from assets.config_fields import sized
-from assets.ingestion import _passed, continuous_bars, partition_dates, trade_dates, window_dates
+from assets.ingestion import continuous_bars, partition_dates, trade_dates, window_dates
 from resources.storage import FoxhuntStorage
 
 FEATURES_CHECK = "features_contract"
@@ -125,7 +126,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
             "targets": dg.MetadataValue.int(groups["y_"]),
         }
     )
-    yield check_result(FEATURES_CHECK, failed[0] if failed else _passed())
+    yield check_result(FEATURES_CHECK, failed[0] if failed else passed_validation())
 
 
 @dg.asset(

@@ -12,7 +12,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.common import OWNERS, check_result, code_version_of, markdown_table, report_warnings
+from assets.common import (
+    OWNERS,
+    check_result,
+    code_version_of,
+    markdown_table,
+    passed_validation,
+    report_warnings,
+)
 from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
 from resources.storage import FoxhuntStorage
 
@@ -118,7 +125,7 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
         raise dg.Failure(description=f"{len(failed)} of {len(keys)} landed files failed: "
                          + "; ".join(failed[:5]), allow_retries=False)
     yield dg.MaterializeResult()
-    yield check_result(RAW_CHECK, _passed())
+    yield check_result(RAW_CHECK, passed_validation())
 
 
 def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str):
@@ -227,7 +234,7 @@ def continuous_bars(
         path = stored.date_dir(root, "continuous_bars", date.fromisoformat(key))
         context.add_asset_metadata(_partition_metadata(context, build, key, path), partition_key=key)
     yield dg.MaterializeResult()
-    yield check_result(CONTINUOUS_CHECK, failed[0] if failed else _passed())
+    yield check_result(CONTINUOUS_CHECK, failed[0] if failed else passed_validation())
     blocked = "; ".join(build.blocked.values())
     yield dg.AssetCheckResult(
         check_name=PRICE_JUMP_CHECK,
@@ -281,9 +288,3 @@ def _partition_metadata(context, build, key: str, path) -> dict:
         "path": dg.MetadataValue.path(str(path)),
         **report_warnings(context, build.warnings_of(lo, hi)),
     }
-
-
-def _passed():
-    from foxhunt_pipeline.contracts.validation import ValidationResult
-
-    return ValidationResult(passed=True, n_failed_rows=0, failures=pl.DataFrame(), message="passed")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
 from foxhunt_pipeline.config.paths import FoxhuntPaths
@@ -74,9 +76,10 @@ def materialize_selection(
     then the stored dates late data left stale, then the rest of the selection in one run
     (with ``run_config``), printing the leaderboard when that run built it. Each run's line is
     followed by its warnings. Returns False if any step or blocking check failed."""
+    # lazy: dagster and the definitions (torch, MLflow) load in seconds; `foxhunt --help`,
+    # `generate` and the other commands that do not materialize start without them
     import dagster as dg
 
-    from foxhunt_pipeline.automation import RANGE_END, RANGE_START
     from foxhunt_pipeline.cli.console import console_without_traces
     from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.definitions import defs
@@ -96,85 +99,127 @@ def materialize_selection(
     raw_key = dg.AssetKey("raw_bars")
     # failed steps log one line here; the summary below says why (traces: the event log)
     job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
-    tags = {"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()}
+    runs = _Runs(job, instance, {"foxhunt/started_by": "cli", "foxhunt/profile": profile,
+                                 **owner_tags()}, echo)
     ok = True
     todo: list[str] = []
     if raw_key in keys:
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
         todo = partitions if all_partitions else _unmaterialized(instance, raw_key, partitions)
-
-        def ingest_one(key: str, label: str) -> bool:
-            t0 = time.perf_counter()
-            res = job.execute_in_process(
-                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
-                raise_on_error=False, tags=tags,
-            )
-            return _report(res, f"raw_bars[{key}] ({label})", t0, echo)
-
-        for batch in ingest_batches(partitions, todo):
-            if len(batch) == 1:
-                ok &= ingest_one(batch[0], f"{todo.index(batch[0]) + 1}/{len(todo)}")
-                continue
-            t0 = time.perf_counter()
-            res = job.execute_in_process(
-                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], raise_on_error=False,
-                tags={**tags, RANGE_START: batch[0], RANGE_END: batch[-1]},
-            )
-            if res.success:
-                _report(res, f"raw_bars[{batch[0]} .. {batch[-1]}] ({len(batch)} files)", t0, echo)
-                continue
-            # a file of the batch failed: each file on its own, so each gets its own result
-            echo(f"[..] raw_bars: a file of {batch[0]} .. {batch[-1]} failed; ingesting them one by one")
-            for key in batch:
-                ok &= ingest_one(key, f"{todo.index(key) + 1}/{len(todo)}")
+        ok &= _ingest(runs, raw_key, partitions, todo)
     dated = [k for k in graph.toposorted_asset_keys
              if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
     if dated:
-        names = ", ".join(k.to_user_string() for k in dated)
-
-        def run_spans(spans: list[tuple[str, str]]) -> bool:
-            """One run per span: a hole in the data splits the dates into runs, so no run
-            plans the empty partitions in between."""
-            good = True
-            for first, last in spans:
-                t0 = time.perf_counter()
-                res = job.execute_in_process(
-                    run_config=CLI_LOGGERS, instance=instance, asset_selection=dated, raise_on_error=False,
-                    tags={**tags, RANGE_START: first, RANGE_END: last},
-                )
-                good &= _report(res, f"{names} [{first} .. {last}]", t0, echo)
-            return good
-
         spans = dated_ranges(instance, paths, dated, todo, all_partitions=all_partitions,
                              date_from=date_from, date_to=date_to)
-        if not spans and (date_from or date_to):
-            echo(f"{names}: no trade date with data in {date_from or 'start'} .. {date_to or 'end'}")
-        elif not spans:
-            echo(f"{names}: every trade date is up to date")
-        else:
-            ok &= run_spans(spans)
-        if dg.AssetKey("continuous_bars") in dated:
-            # late data that moved a roll: the stored dates after it are rebuilt now, not left
-            # inconsistent (at most twice: a rebuild moves no front, so it needs no third)
-            for _ in range(2):
-                stale = stale_spans(paths)
-                if not stale:
-                    break
-                echo(f"late data moved the front of stored trade dates {stale[0][0]} .. {stale[-1][1]}: "
-                     "rebuilding them")
-                ok &= run_spans(stale)
+        ok &= _materialize_dated(runs, paths, dated, spans, date_from, date_to)
     rest = [k for k in keys if k != raw_key and k not in dated]
     if rest:
         ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
+        ok &= _materialize_rest(runs, paths, ordered, run_config)
+    return ok
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """What every run of one ``materialize_selection`` shares: the job, the instance, the
+    tags and where the report lines go."""
+
+    job: Any
+    instance: Any
+    tags: dict
+    echo: Echo
+
+    def execute(self, selection: list, *, tags: dict | None = None,
+                run_config: dict | None = None, partition_key: str | None = None):
+        """One in-process run of ``selection`` (errors reported, not raised)."""
+        return self.job.execute_in_process(
+            run_config=CLI_LOGGERS if run_config is None else run_config, instance=self.instance,
+            asset_selection=selection, raise_on_error=False, tags={**self.tags, **(tags or {})},
+            **({} if partition_key is None else {"partition_key": partition_key}))
+
+
+def _ingest(runs: _Runs, raw_key, partitions: list[str], todo: list[str]) -> bool:
+    """raw_bars of the ``todo`` landed files, a batch of consecutive files per run; a batch
+    that fails is run again one file per run, so each file gets its own result."""
+    # lazy: see materialize_selection (the automation module loads dagster)
+    from foxhunt_pipeline.automation import RANGE_END, RANGE_START
+
+    def ingest_one(key: str) -> bool:
         t0 = time.perf_counter()
-        res = job.execute_in_process(
-            instance=instance, asset_selection=ordered, raise_on_error=False, tags=tags,
-            run_config={**CLI_LOGGERS, **(run_config or {})},
-        )
-        ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
-        if dg.AssetKey(LEADERBOARD) in ordered and _materialized(res, LEADERBOARD):
-            echo("")
-            echo(leaderboard_text(paths))
+        res = runs.execute([raw_key], partition_key=key)
+        return _report(res, f"raw_bars[{key}] ({todo.index(key) + 1}/{len(todo)})", t0, runs.echo)
+
+    ok = True
+    for batch in ingest_batches(partitions, todo):
+        if len(batch) == 1:
+            ok &= ingest_one(batch[0])
+            continue
+        t0 = time.perf_counter()
+        res = runs.execute([raw_key], tags={RANGE_START: batch[0], RANGE_END: batch[-1]})
+        if res.success:
+            _report(res, f"raw_bars[{batch[0]} .. {batch[-1]}] ({len(batch)} files)", t0, runs.echo)
+            continue
+        runs.echo(f"[..] raw_bars: a file of {batch[0]} .. {batch[-1]} failed; ingesting them one by one")
+        for key in batch:
+            ok &= ingest_one(key)
+    return ok
+
+
+def _materialize_dated(runs: _Runs, paths: FoxhuntPaths, dated: list, spans: list[tuple[str, str]],
+                       date_from: date | None, date_to: date | None) -> bool:
+    """The trade-date partitioned assets over ``spans``, then the stored dates that late data
+    which moved a roll left stale."""
+    # lazy: see materialize_selection
+    import dagster as dg
+
+    from foxhunt_pipeline.automation import RANGE_END, RANGE_START
+
+    names = ", ".join(k.to_user_string() for k in dated)
+
+    def run_spans(spans: list[tuple[str, str]]) -> bool:
+        """One run per span: a hole in the data splits the dates into runs, so no run
+        plans the empty partitions in between."""
+        good = True
+        for first, last in spans:
+            t0 = time.perf_counter()
+            res = runs.execute(dated, tags={RANGE_START: first, RANGE_END: last})
+            good &= _report(res, f"{names} [{first} .. {last}]", t0, runs.echo)
+        return good
+
+    ok = True
+    if not spans and (date_from or date_to):
+        runs.echo(f"{names}: no trade date with data in {date_from or 'start'} .. {date_to or 'end'}")
+    elif not spans:
+        runs.echo(f"{names}: every trade date is up to date")
+    else:
+        ok &= run_spans(spans)
+    if dg.AssetKey("continuous_bars") in dated:
+        # late data that moved a roll: the stored dates after it are rebuilt now, not left
+        # inconsistent (at most twice: a rebuild moves no front, so it needs no third)
+        for _ in range(2):
+            stale = stale_spans(paths)
+            if not stale:
+                break
+            runs.echo(f"late data moved the front of stored trade dates {stale[0][0]} .. {stale[-1][1]}: "
+                      "rebuilding them")
+            ok &= run_spans(stale)
+    return ok
+
+
+def _materialize_rest(runs: _Runs, paths: FoxhuntPaths, ordered: list,
+                      run_config: dict | None) -> bool:
+    """The unpartitioned assets in one run (with ``run_config``); the leaderboard printed
+    when the run built it."""
+    # lazy: see materialize_selection
+    import dagster as dg
+
+    t0 = time.perf_counter()
+    res = runs.execute(ordered, run_config={**CLI_LOGGERS, **(run_config or {})})
+    ok = _report(res, ", ".join(k.to_user_string() for k in ordered), t0, runs.echo)
+    if dg.AssetKey(LEADERBOARD) in ordered and _materialized(res, LEADERBOARD):
+        runs.echo("")
+        runs.echo(leaderboard_text(paths))
     return ok
 
 
