@@ -163,8 +163,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             run, family, registered, run_dir / "policy", data, storage, profile=profile,
             metrics={"final_val_mean_reward": float(result.final_val_mean_reward),
                      "total_timesteps": int(agent_cfg.total_timesteps)},
-            notes=[f"observes: the quantiles per horizon of {observes} (saved beside the "
-                   "policy), recent returns and volatility, the root's cost and its position"])
+            notes=[_observes_note(observes)])
         run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, run_dir / "policy", {
@@ -174,12 +173,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     })
     return dg.MaterializeResult(
         metadata={
-            "final_val_mean_reward": float(result.final_val_mean_reward),
-            "timesteps": dg.MetadataValue.int(int(agent_cfg.total_timesteps)),
-            "episodes": dg.MetadataValue.int(result.episodes),
-            "val_trades": dg.MetadataValue.int(int(result.final_validation.get("trades", 0))),
-            "validation_curve": dg.MetadataValue.md(curve_markdown(result.curve)),
-            "training_seconds": round(float(result.train_seconds), 2),
+            **_result_metadata(result, int(agent_cfg.total_timesteps)),
             "device": choice.name,
             "hyperparameters_from": source,
             "observes": observes,
@@ -192,6 +186,24 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),
         }
     )
+
+
+def _observes_note(observes: str) -> str:
+    """The model card's line on what the agent decides on."""
+    return (f"observes: the quantiles per horizon of {observes} (saved beside the policy), "
+            "recent returns and volatility, the root's cost and its position")
+
+
+def _result_metadata(result, timesteps: int) -> dict:
+    """What the training reached: its last validation backtest, its curve and its time."""
+    return {
+        "final_val_mean_reward": float(result.final_val_mean_reward),
+        "timesteps": dg.MetadataValue.int(timesteps),
+        "episodes": dg.MetadataValue.int(result.episodes),
+        "val_trades": dg.MetadataValue.int(int(result.final_validation.get("trades", 0))),
+        "validation_curve": dg.MetadataValue.md(curve_markdown(result.curve)),
+        "training_seconds": round(float(result.train_seconds), 2),
+    }
 
 
 def _validation_logger(context: dg.AssetExecutionContext, run: TrackedRun, family: str,

@@ -187,14 +187,9 @@ def train_forecaster_asset(
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
         "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
     })
-    last = result.history[-1] if result.history else {}
     return dg.MaterializeResult(
         metadata={
-            "val_loss": float(result.best_val_loss),
-            "epochs": dg.MetadataValue.int(int(result.epochs_run)),
-            "parameters": dg.MetadataValue.int(int(result.n_parameters)),
-            "training_seconds": round(float(result.training_seconds), 2),
-            "samples_per_s": round(float(last.get("samples_per_s", 0.0)), 1),
+            **_result_metadata(result),
             "device": choice.name,
             "hyperparameters_from": hyperparameters_from,
             **_mlflow_metadata(mlflow, run_id, registered, version),
@@ -204,6 +199,18 @@ def train_forecaster_asset(
             **(extra_metadata or {}),
         }
     )
+
+
+def _result_metadata(result: Any) -> dict:
+    """What the training reached: its best validation loss, epochs, size and speed."""
+    last = result.history[-1] if result.history else {}
+    return {
+        "val_loss": float(result.best_val_loss),
+        "epochs": dg.MetadataValue.int(int(result.epochs_run)),
+        "parameters": dg.MetadataValue.int(int(result.n_parameters)),
+        "training_seconds": round(float(result.training_seconds), 2),
+        "samples_per_s": round(float(last.get("samples_per_s", 0.0)), 1),
+    }
 
 
 def _mlflow_metadata(mlflow: MLflowResource, run_id: str, registered: str, version: str) -> dict:
