@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -361,11 +361,17 @@ def _model_source(client, model: str) -> str:
     return client.get_model_version_download_uri(name, version)
 
 
+def _utc(text: str) -> datetime:
+    """An ``--start`` / ``--end`` ISO date or datetime; one without a zone is UTC."""
+    out = datetime.fromisoformat(text)
+    return out if out.tzinfo is not None else out.replace(tzinfo=UTC)
+
+
 def _predict(artifact: Path, features_path: Path, *, root, start, end):
     import polars as pl
 
     from foxhunt_pipeline.serving.loaded import LoadedModel
-    from foxhunt_pipeline.serving.predict import _as_utc, features_files, predict_from_parquet
+    from foxhunt_pipeline.serving.predict import features_files, predict_from_parquet
 
     loaded = LoadedModel.load(artifact)
     if loaded.kind == "forecaster":
@@ -375,9 +381,9 @@ def _predict(artifact: Path, features_path: Path, *, root, start, end):
         lf = lf.filter(pl.col("root") == root)
     out = loaded.predict(lf.select(loaded.input_columns).sort("root", "ts_event").collect())
     if start:
-        out = out.filter(pl.col("ts_event") >= _as_utc(start))
+        out = out.filter(pl.col("ts_event") >= _utc(start))
     if end:
-        out = out.filter(pl.col("ts_event") <= _as_utc(end))
+        out = out.filter(pl.col("ts_event") <= _utc(end))
     return out
 
 
