@@ -5,6 +5,8 @@ and the forecasters they observe are new."""
 
 import math
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -25,10 +27,12 @@ from assets.training import (
 from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
+from models.agents import train as agents
 from models.agents.trading_env import EnvConfig
 from models.agents.train import DQNConfig, PPOConfig
 from models.training.checkpoint import CheckpointMismatchError, check_compatible, load_checkpoint
-from resources.mlflow_tracking import MLflowResource
+from models.windows import TrainingData
+from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
@@ -79,9 +83,6 @@ AgentTrainingConfig = DQNTrainingConfig | PPOTrainingConfig
 def agent_config(family: str, config: AgentTrainingConfig, device: str):
     """The library's ``DQNConfig`` / ``PPOConfig`` for an asset Config: what training runs
     and what the walk-forward retrains per fold."""
-    from models.agents import train as agents
-    from models.agents.trading_env import EnvConfig
-
     fields = config.model_dump(exclude={"use_tuned"})
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
@@ -139,8 +140,6 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
                       storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
     safetensors policy + SB3 zip, registered version, pointer for evaluation."""
-    from models.agents import train as agents
-
     data = load_dataset(storage)
     choice = torch_device.choose()
     forecasters, forecaster_configs, observed = current_forecasters(
@@ -156,32 +155,15 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"], "observes": observed})
         run.set_tags({"hyperparameters_from": source})
-
-        started = time.monotonic()
-        total = int(agent_cfg.total_timesteps)
-
-        def on_eval(point: dict) -> None:
-            run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
-                            step=int(point["timesteps"]))
-            context.log.info(f"{family} @ {point['timesteps']}/{total} steps: val mean reward "
-                             f"{point.get('mean_reward', float('nan')):.3g}"
-                             f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
-                             f" [profile {profile}]")
-
+        on_eval = _validation_logger(context, run, family, int(agent_cfg.total_timesteps), profile)
         result = train(data, agent_cfg, on_eval=on_eval, forecasters=forecasters,
                        forecaster_train_configs=forecaster_configs)
-        paths = agents.save_policy(result.model, run_dir / "policy")
-        registration.write_agent_serving_meta(run_dir / "policy", data)
-        behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
-        run.log_artifacts(run_dir / "policy", "checkpoint")
-        run.log_metrics({"train_seconds": result.train_seconds,
-                         "final_val_mean_reward": result.final_val_mean_reward})
+        paths, behaviour_md = _save_policy(run, family, result, data, run_dir)
         version = registration.register(
             run, family, registered, run_dir / "policy", data, storage, profile=profile,
             metrics={"final_val_mean_reward": float(result.final_val_mean_reward),
                      "total_timesteps": int(agent_cfg.total_timesteps)},
-            notes=[f"observes: the quantiles per horizon of {observes} (saved beside the "
-                   "policy), recent returns and volatility, the root's cost and its position"])
+            notes=[_observes_note(observes)])
         run.set_tags({"precision": "fp32", "registered_version": version, "profile": profile})
         run_id = run.run_id
     where = publish_run(storage, family, run_dir, run_dir / "policy", {
@@ -191,12 +173,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
     })
     return dg.MaterializeResult(
         metadata={
-            "final_val_mean_reward": float(result.final_val_mean_reward),
-            "timesteps": dg.MetadataValue.int(int(agent_cfg.total_timesteps)),
-            "episodes": dg.MetadataValue.int(result.episodes),
-            "val_trades": dg.MetadataValue.int(int(result.final_validation.get("trades", 0))),
-            "validation_curve": dg.MetadataValue.md(curve_markdown(result.curve)),
-            "training_seconds": round(float(result.train_seconds), 2),
+            **_result_metadata(result, int(agent_cfg.total_timesteps)),
             "device": choice.name,
             "hyperparameters_from": source,
             "observes": observes,
@@ -209,6 +186,53 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
             "policy": dg.MetadataValue.path(model_store.located(where, run_dir, paths["weights"])),
         }
     )
+
+
+def _observes_note(observes: str) -> str:
+    """The model card's line on what the agent decides on."""
+    return (f"observes: the quantiles per horizon of {observes} (saved beside the policy), "
+            "recent returns and volatility, the root's cost and its position")
+
+
+def _result_metadata(result, timesteps: int) -> dict:
+    """What the training reached: its last validation backtest, its curve and its time."""
+    return {
+        "final_val_mean_reward": float(result.final_val_mean_reward),
+        "timesteps": dg.MetadataValue.int(timesteps),
+        "episodes": dg.MetadataValue.int(result.episodes),
+        "val_trades": dg.MetadataValue.int(int(result.final_validation.get("trades", 0))),
+        "validation_curve": dg.MetadataValue.md(curve_markdown(result.curve)),
+        "training_seconds": round(float(result.train_seconds), 2),
+    }
+
+
+def _validation_logger(context: dg.AssetExecutionContext, run: TrackedRun, family: str,
+                       total: int, profile: str) -> Callable[[dict], None]:
+    """Per validation backtest during training: its metrics to MLflow and a progress line."""
+    started = time.monotonic()
+
+    def on_eval(point: dict) -> None:
+        run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
+                        step=int(point["timesteps"]))
+        context.log.info(f"{family} @ {point['timesteps']}/{total} steps: val mean reward "
+                         f"{point.get('mean_reward', float('nan')):.3g}"
+                         f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
+                         f" [profile {profile}]")
+
+    return on_eval
+
+
+def _save_policy(run: TrackedRun, family: str, result, data: TrainingData,
+                 run_dir: Path) -> tuple[dict, dict]:
+    """The trained policy with its serving metadata and behaviour plots, logged to the run;
+    returns the policy's paths and the behaviour's metadata."""
+    paths = agents.save_policy(result.model, run_dir / "policy")
+    registration.write_agent_serving_meta(run_dir / "policy", data)
+    behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
+    run.log_artifacts(run_dir / "policy", "checkpoint")
+    run.log_metrics({"train_seconds": result.train_seconds,
+                     "final_val_mean_reward": result.final_val_mean_reward})
+    return paths, behaviour_md
 
 
 @dg.asset(

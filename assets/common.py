@@ -11,6 +11,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from foxhunt_pipeline.contracts.validation import ValidationResult
+
 OWNERS = ["team:foxhunt-quant-ml"]
 
 # The two beta parameters the trade-date partitions rely on (single-run backfills, a mapping
@@ -138,3 +140,8 @@ def check_result(name: str, result) -> dg.AssetCheckResult:
             "first_failures": dg.MetadataValue.md(markdown_table(result.failures, 20)),
         },
     )
+
+
+def passed_validation() -> ValidationResult:
+    """The verdict of a check that found nothing wrong (no failed rows)."""
+    return ValidationResult(passed=True, n_failed_rows=0, failures=pl.DataFrame(), message="passed")

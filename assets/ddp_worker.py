@@ -24,10 +24,26 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed as dist
+from dagster_pipes import open_dagster_pipes
+
 from models.atomic import atomic_write
+from models.registry import build_model
+from models.training.checkpoint import dataset_signature, save_checkpoint
+from models.training.distributed import (
+    DistEnv,
+    backend_for,
+    device_for,
+    init_distributed,
+    train_forecaster_ddp,
+)
+from models.training.loop import TrainConfig, TrainResult
+from models.windows import DEFAULT_QUANTILES, TrainingData
 
 RESULT_NAME = "result.json"
 ERRORS_DIR = "errors"
@@ -54,8 +70,6 @@ def load_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
 def model_config_for(data, model_params: dict[str, Any]) -> dict[str, Any]:
     """The registry config of a forecaster for ``data`` (the same dict the single-process
     training asset builds)."""
-    from models.windows import DEFAULT_QUANTILES
-
     return {
         "n_static": len(data.static_names), "n_observed": len(data.observed_names),
         "n_known": len(data.known_names), "lookback": data.lookback, "horizon": data.horizon,
@@ -75,48 +89,20 @@ def write_rank_error(out_dir: str | os.PathLike[str], rank: int, exc: BaseExcept
 
 def train(spec: dict[str, Any], reporter=None) -> dict[str, Any]:
     """Run this rank's share of the job; rank 0 returns (and writes) the result."""
-    import torch
-    import torch.distributed as dist
-
-    from models.registry import build_model
-    from models.training.checkpoint import dataset_signature, save_checkpoint
-    from models.training.distributed import (
-        DistEnv,
-        backend_for,
-        device_for,
-        init_distributed,
-        train_forecaster_ddp,
-    )
-    from models.training.loop import TrainConfig
-    from models.windows import TrainingData
-
     env = DistEnv.from_env()
     device = device_for(env, spec.get("device", "auto"))
     init_distributed(device, float(spec.get("timeout_s", 600)))
     config = TrainConfig.from_dict(dict(spec["train_params"]))
-    dataset_path = Path(spec["dataset_path"])
-    if not (dataset_path / "meta.json").is_file():
-        raise FileNotFoundError(f"{dataset_path / 'meta.json'}: no training dataset there")
-    data = TrainingData.load(dataset_path)
+    data = _load_dataset(Path(spec["dataset_path"]))
     model_config = model_config_for(data, dict(spec["model_params"]))
     torch.manual_seed(config.seed)  # same init everywhere; DDP also broadcasts rank 0's
     model = build_model(spec["family"], model_config)
     out_dir = Path(spec["out_dir"])
     autocast = getattr(torch, spec["autocast"]) if spec.get("autocast") else None
-
-    def on_epoch_end(row: dict) -> None:
-        line = (f"{spec['family']} epoch {row['epoch']}: train {row['train_loss']:.5f} "
-                f"val {row['val_loss']:.5f} grad_norm {row['grad_norm']:.3f} "
-                f"({row['samples_per_s']:.0f} samples/s on {env.world_size} ranks)")
-        if reporter is not None:
-            reporter.log.info(line)
-        else:
-            print(line, flush=True)
-
     result = train_forecaster_ddp(
         model, data, config, device=device, autocast_dtype=autocast,
         checkpoint_dir=out_dir / "train_state", resume=bool(spec.get("resume", False)),
-        on_epoch_end=on_epoch_end,
+        on_epoch_end=_epoch_line(spec["family"], env.world_size, reporter),
     )
     summary: dict[str, Any] = {}
     if env.is_main:
@@ -124,20 +110,47 @@ def train(spec: dict[str, Any], reporter=None) -> dict[str, Any]:
             out_dir / "model", model, model_type=spec["family"], config=model_config,
             extra={**dataset_signature(data), "world_size": env.world_size},
         )
-        summary = {
-            "kind": RESULT_MESSAGE_KIND, "family": spec["family"], "checkpoint": str(ckpt),
-            "train_state": str(out_dir / "train_state"), "model_config": model_config,
-            "best_val_loss": result.best_val_loss, "best_epoch": result.best_epoch,
-            "epochs_run": result.epochs_run, "history": result.history,
-            "training_seconds": result.training_seconds, "n_parameters": result.n_parameters,
-            "stopped_early": result.stopped_early, "world_size": env.world_size,
-            "backend": backend_for(device), "device": str(device),
-        }
+        summary = _summary(spec["family"], ckpt, out_dir, model_config, result, env, device)
         atomic_write(out_dir / RESULT_NAME, lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
         if reporter is not None:
             reporter.report_custom_message(summary)
     dist.barrier()  # no rank exits (and tears the group down) before rank 0 has written
     return summary
+
+
+def _load_dataset(dataset_path: Path) -> TrainingData:
+    """The dataset every rank trains on (the same local copy)."""
+    if not (dataset_path / "meta.json").is_file():
+        raise FileNotFoundError(f"{dataset_path / 'meta.json'}: no training dataset there")
+    return TrainingData.load(dataset_path)
+
+
+def _epoch_line(family: str, world_size: int, reporter) -> Callable[[dict], None]:
+    """Per epoch a progress line, through Pipes when launched by it, else on stdout."""
+    def on_epoch_end(row: dict) -> None:
+        line = (f"{family} epoch {row['epoch']}: train {row['train_loss']:.5f} "
+                f"val {row['val_loss']:.5f} grad_norm {row['grad_norm']:.3f} "
+                f"({row['samples_per_s']:.0f} samples/s on {world_size} ranks)")
+        if reporter is not None:
+            reporter.log.info(line)
+        else:
+            print(line, flush=True)
+
+    return on_epoch_end
+
+
+def _summary(family: str, ckpt: Path, out_dir: Path, model_config: dict[str, Any],
+             result: TrainResult, env: DistEnv, device: torch.device) -> dict[str, Any]:
+    """Rank 0's result: what the launcher returns to the training asset."""
+    return {
+        "kind": RESULT_MESSAGE_KIND, "family": family, "checkpoint": str(ckpt),
+        "train_state": str(out_dir / "train_state"), "model_config": model_config,
+        "best_val_loss": result.best_val_loss, "best_epoch": result.best_epoch,
+        "epochs_run": result.epochs_run, "history": result.history,
+        "training_seconds": result.training_seconds, "n_parameters": result.n_parameters,
+        "stopped_early": result.stopped_early, "world_size": env.world_size,
+        "backend": backend_for(device), "device": str(device),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +166,6 @@ def main(argv: list[str] | None = None) -> int:
         write_rank_error(spec["out_dir"], rank, exc)
         raise
     finally:
-        import torch.distributed as dist
-
         if dist.is_initialized():
             dist.destroy_process_group()
     return 0
@@ -166,8 +177,6 @@ def _reporter(rank: int):
     if rank != 0 or "DAGSTER_PIPES_CONTEXT" not in os.environ:
         yield None
         return
-    from dagster_pipes import open_dagster_pipes
-
     with open_dagster_pipes() as pipes:
         yield pipes
 

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from assets.ddp_worker import ERRORS_DIR, RESULT_MESSAGE_KIND
+from models.training.loop import TrainConfig
 
 WORKER_MODULE = "assets.ddp_worker"
 SPEC_NAME = "spec.json"
@@ -43,6 +44,25 @@ def first_rank_error(out_dir: Path) -> dict[str, Any] | None:
     return min(errors, key=lambda e: (e["time"], e["rank"])) if errors else None
 
 
+def _write_spec(out_dir: Path, spec: dict[str, Any]) -> Path:
+    """``out_dir/spec.json`` for the ranks, with the errors of an earlier launch cleared."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out_dir / ERRORS_DIR, ignore_errors=True)
+    spec_path = out_dir / SPEC_NAME
+    spec_path.write_text(json.dumps(spec, indent=2))
+    return spec_path
+
+
+def _rank_failure(error: dict[str, Any], nproc_per_node: int) -> dg.Failure:
+    """The asset's failure from the first failing rank's own error."""
+    return dg.Failure(
+        description=f"DDP rank {error['rank']} of {nproc_per_node} failed: "
+                    f"{error['type']}: {error['message']}",
+        metadata={"rank": error["rank"], "error_type": error["type"],
+                  "traceback": dg.MetadataValue.text(error["traceback"])},
+    )
+
+
 def launch_ddp_training(
     context: dg.AssetExecutionContext | dg.OpExecutionContext,
     pipes_client: dg.PipesSubprocessClient,
@@ -60,8 +80,6 @@ def launch_ddp_training(
     """Train ``family`` on ``nproc_per_node`` ranks; returns rank 0's result (``checkpoint``,
     ``history``, ``best_val_loss``, ``model_config``, ...). ``train_params`` are
     ``models.training.loop.TrainConfig`` fields, ``batch_size`` being the global batch."""
-    from models.training.loop import TrainConfig
-
     if nproc_per_node < 1:
         raise dg.Failure(f"nproc_per_node must be >= 1, got {nproc_per_node}")
     try:
@@ -69,13 +87,10 @@ def launch_ddp_training(
     except (TypeError, ValueError) as exc:
         raise dg.Failure(f"train_params: {exc}") from exc
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out_dir / ERRORS_DIR, ignore_errors=True)
-    spec_path = out_dir / SPEC_NAME
-    spec = {"family": family, "model_params": dict(model_params),
-            "train_params": dict(train_params), "dataset_path": str(dataset_path),
-            "out_dir": str(out_dir), "device": device, "autocast": autocast, "resume": resume}
-    spec_path.write_text(json.dumps(spec, indent=2))
+    spec_path = _write_spec(out_dir, {
+        "family": family, "model_params": dict(model_params), "train_params": dict(train_params),
+        "dataset_path": str(dataset_path), "out_dir": str(out_dir), "device": device,
+        "autocast": autocast, "resume": resume})
     context.log.info(f"{family}: DDP training on {nproc_per_node} ranks, global batch "
                      f"{train_params.get('batch_size', TrainConfig.batch_size)}, in {out_dir}")
     try:
@@ -83,16 +98,11 @@ def launch_ddp_training(
             command=torchrun_command(nproc_per_node, spec_path), context=context,
             extras={"family": family, "nproc_per_node": nproc_per_node},
         )
-    except Exception as exc:
+    except Exception as exc:  # whatever the launch raised: re-raised unless a rank said why
         error = first_rank_error(out_dir)
         if error is None:
             raise
-        raise dg.Failure(
-            description=f"DDP rank {error['rank']} of {nproc_per_node} failed: "
-                        f"{error['type']}: {error['message']}",
-            metadata={"rank": error["rank"], "error_type": error["type"],
-                      "traceback": dg.MetadataValue.text(error["traceback"])},
-        ) from exc
+        raise _rank_failure(error, nproc_per_node) from exc
     results = [m for m in invocation.get_custom_messages()
                if isinstance(m, dict) and m.get("kind") == RESULT_MESSAGE_KIND]
     if len(results) != 1:

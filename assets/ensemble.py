@@ -5,16 +5,18 @@ registered as ``foxhunt-ensemble`` and published like any forecaster, so
 quantization, and the leaderboard ranks it with them: it becomes champion only by beating
 them and every baseline."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.evaluation import _evaluation_asset
-from assets.quantization import _quantized_asset
+from assets.evaluation import evaluation_asset
+from assets.quantization import quantized_asset
 from assets.training import (
     GPU_POOL,
     TRANSIENT_RETRY,
-    _dataset_extra,
+    dataset_extra,
     load_dataset,
     mamba2_model,
     new_run_dir,
@@ -24,6 +26,11 @@ from assets.training import (
 from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
+from models.ensemble.model import build_ensemble
+from models.ensemble.weights import fit_quantile_weights, sole_member
+from models.training.checkpoint import load_checkpoint, save_checkpoint
+from models.training.loop import climatology_quantiles, predict_quantiles, scaled_targets
+from models.windows import TrainingData
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -38,8 +45,6 @@ class EnsembleConfig(dg.Config):
 def composition_notes(weights: dict) -> list[str]:
     """What the ensemble is when its weights put all mass on one member: that member, said
     on its model card and asset page ("ensemble = climatology")."""
-    from models.ensemble.weights import sole_member
-
     member = sole_member(weights)
     if member is None:
         return []
@@ -65,27 +70,11 @@ def composition_notes(weights: dict) -> list[str]:
 )
 def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, storage: FoxhuntStorage,
                    mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
-    from models.ensemble.model import build_ensemble
-    from models.ensemble.weights import fit_quantile_weights
-    from models.training.checkpoint import load_checkpoint, save_checkpoint
-    from models.training.loop import climatology_quantiles, predict_quantiles, scaled_targets
-
     data = load_dataset(storage)
     device = torch_device.choose().device
     val = data.window_dataset("validation")
     quantiles = list(data.meta["quantiles"])
-    members, preds, sources = {}, {}, {}
-    for family in MEMBERS:
-        try:
-            pointer, checkpoint, _ = storage.current_model(family)
-        except FileNotFoundError:
-            context.log.warning(f"ensemble: no current {family} model, left out")
-            continue
-        model, _ = load_checkpoint(checkpoint, device=device)
-        members[family], sources[family] = model, f"{pointer['registered_model']} v{pointer['version']}"
-        preds[family] = predict_quantiles(model, val, device=device)
-    if not members:
-        raise dg.Failure("ensemble_model needs at least one current forecaster: materialize tft_model or mamba2_model")
+    members, preds, sources = _current_members(context, storage, val, device)
     clim = climatology_quantiles(data, tuple(quantiles))
     if config.include_climatology:
         preds["climatology"] = clim
@@ -94,23 +83,11 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
                            horizon=data.horizon, quantiles=quantiles, climatology=clim, lookback=data.lookback)
     run_dir = new_run_dir(storage, "ensemble", context.run.run_id)
     ckpt = save_checkpoint(run_dir / "model", model, model_type="ensemble", config=model.config.to_dict(),
-                           extra={**_dataset_extra(data), "weights": fitted.weights, "members": sources,
+                           extra={**dataset_extra(data), "weights": fitted.weights, "members": sources,
                                   "validation_pinball": fitted.member_losses})
     registered = model_store.REGISTERED_NAMES["ensemble"]
-    with mlflow.start_run(f"ensemble-{context.run.run_id[:8]}",
-                          tags={"family": "ensemble", "dagster_run_id": context.run.run_id}) as run:
-        run.log_params({"weights": fitted.weights, "members": sources, "rule": "simplex, min validation pinball",
-                        "feature_hash": data.meta["feature_hash"]})
-        run.log_metrics({"val_loss": fitted.loss, **{f"val_loss_{k}": v for k, v in fitted.member_losses.items()}})
-        run.log_artifacts(ckpt.parent, "checkpoint")
-        # a pyfunc model like the single forecasters': models:/foxhunt-ensemble@champion loads
-        serving = registration.export_forecaster("ensemble", ckpt, data, run_dir / "serving")
-        version = registration.register(run, "ensemble", registered, serving, data, storage,
-                                        profile=current_settings().profile,
-                                        metrics={"val_loss": float(fitted.loss)},
-                                        notes=composition_notes(fitted.weights))
-        run.set_tags({"precision": "fp32", "registered_version": version})
-        run_id = run.run_id
+    run_id, version = _log_and_register(context, mlflow, storage, data, fitted, sources, ckpt,
+                                        run_dir, registered)
     where = publish_run(storage, "ensemble", run_dir, ckpt, {
         "mlflow_run_id": run_id, "registered_model": registered, "version": version,
         "dagster_run_id": context.run.run_id, "feature_hash": data.meta["feature_hash"],
@@ -131,7 +108,47 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
     })
 
 
+def _current_members(context: dg.AssetExecutionContext, storage: FoxhuntStorage, val,
+                     device) -> tuple[dict, dict, dict]:
+    """The current member forecasters (a missing one is left out, with a warning), their
+    validation quantiles and the registered version each came from."""
+    members, preds, sources = {}, {}, {}
+    for family in MEMBERS:
+        try:
+            pointer, checkpoint, _ = storage.current_model(family)
+        except FileNotFoundError:
+            context.log.warning(f"ensemble: no current {family} model, left out")
+            continue
+        model, _ = load_checkpoint(checkpoint, device=device)
+        members[family], sources[family] = model, f"{pointer['registered_model']} v{pointer['version']}"
+        preds[family] = predict_quantiles(model, val, device=device)
+    if not members:
+        raise dg.Failure("ensemble_model needs at least one current forecaster: materialize tft_model or mamba2_model")
+    return members, preds, sources
+
+
+def _log_and_register(context: dg.AssetExecutionContext, mlflow: MLflowResource,
+                      storage: FoxhuntStorage, data: TrainingData, fitted, sources: dict,
+                      ckpt: Path, run_dir: Path, registered: str) -> tuple[str, str]:
+    """The ensemble's MLflow run (weights, losses, checkpoint) and its registered pyfunc
+    version; returns (run id, version)."""
+    with mlflow.start_run(f"ensemble-{context.run.run_id[:8]}",
+                          tags={"family": "ensemble", "dagster_run_id": context.run.run_id}) as run:
+        run.log_params({"weights": fitted.weights, "members": sources, "rule": "simplex, min validation pinball",
+                        "feature_hash": data.meta["feature_hash"]})
+        run.log_metrics({"val_loss": fitted.loss, **{f"val_loss_{k}": v for k, v in fitted.member_losses.items()}})
+        run.log_artifacts(ckpt.parent, "checkpoint")
+        # a pyfunc model like the single forecasters': models:/foxhunt-ensemble@champion loads
+        serving = registration.export_forecaster("ensemble", ckpt, data, run_dir / "serving")
+        version = registration.register(run, "ensemble", registered, serving, data, storage,
+                                        profile=current_settings().profile,
+                                        metrics={"val_loss": float(fitted.loss)},
+                                        notes=composition_notes(fitted.weights))
+        run.set_tags({"precision": "fp32", "registered_version": version})
+        return run.run_id, version
+
+
 # after the members' evaluations: their fold models are reused, not trained again
-ensemble_evaluation = _evaluation_asset("ensemble", "ensemble_model",
+ensemble_evaluation = evaluation_asset("ensemble", "ensemble_model",
                                         after=tuple(f"{m}_evaluation" for m in MEMBERS))
-ensemble_quantized = _quantized_asset("ensemble")
+ensemble_quantized = quantized_asset("ensemble")

@@ -4,7 +4,6 @@ row per candidate in DuckDB ``model_evaluations``, pooled metrics in the model's
 and the asset's metadata. The production model's own test split gives the plots and the
 running cost."""
 
-import base64
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -13,12 +12,47 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import polars as pl
+import torch
 
+from assets.agents import DQNTrainingConfig, PPOTrainingConfig, agent_config
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, report_warnings
 from assets.config_fields import sized
-from assets.training import load_current_model, load_dataset
+from assets.metadata_images import pngs_md
+from assets.training import (
+    Mamba2TrainingConfig,
+    TFTTrainingConfig,
+    load_current_model,
+    load_dataset,
+    train_config,
+)
+from foxhunt_pipeline.features.coverage import fold_warnings
 from foxhunt_pipeline.features.grid import trade_dates
 from foxhunt_pipeline.storage import model_store
+from models.agents import train as agents
+from models.agents.policy import load_policy
+from models.agents.state import saved_forecasters
+from models.agents.trading_env import EnvConfig, evaluate_positions
+from models.ensemble.weights import sole_member
+from models.evaluation.candidates import (
+    climatology_candidate,
+    lightgbm_candidate,
+    trading_baselines,
+)
+from models.evaluation.family_candidates import (
+    agent_candidate,
+    ensemble_candidate,
+    fold_forecaster,
+    forecaster_candidate,
+)
+from models.evaluation.walk_forward import (
+    WalkForwardConfig,
+    WalkForwardError,
+    protocol_id_for,
+    row_pool,
+    walk_forward,
+)
+from models.training.checkpoint import load_checkpoint, read_checkpoint_meta
+from models.training.loop import TrainConfig
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -67,9 +101,8 @@ class EvaluationConfig(dg.Config):
                                    "Train windows LightGBM sees at most (an even stride).")
 
 
-def walk_forward_config(config: EvaluationConfig):
-    from models.evaluation.walk_forward import WalkForwardConfig
-
+def walk_forward_config(config: EvaluationConfig) -> WalkForwardConfig:
+    """The library's walk-forward protocol for the asset's Config."""
     return WalkForwardConfig(folds=config.folds, test_days=config.test_days,
                              window=config.window, train_days=config.train_days or None,
                              validation_days=config.validation_days)
@@ -115,9 +148,6 @@ def composition_equals(family: str, checkpoint: Path) -> str | None:
     member ("baseline:climatology", "foxhunt-mamba2")."""
     if family != "ensemble":
         return None
-    from models.ensemble.weights import sole_member
-    from models.training.checkpoint import read_checkpoint_meta
-
     meta = read_checkpoint_meta(checkpoint)
     member = sole_member(meta.get("extra", meta).get("weights") or {})
     if member is None:
@@ -139,21 +169,8 @@ def _meta_float(v) -> dg.MetadataValue:
     return dg.MetadataValue.float(f) if f is not None else dg.MetadataValue.text("-")
 
 
-def _png_markdown(plots: dict[str, Path]) -> str:
-    parts = []
-    for name, path in plots.items():
-        data = base64.b64encode(Path(path).read_bytes()).decode()
-        parts.append(f"**{name}**\n\n![{name}](data:image/png;base64,{data})")
-    return "\n\n".join(parts)
-
-
 def baseline_candidates(config: EvaluationConfig) -> list:
-    from models.evaluation.candidates import (
-        climatology_candidate,
-        lightgbm_candidate,
-        trading_baselines,
-    )
-
+    """The baselines every model is scored beside (LightGBM unless the Config leaves it out)."""
     out = [*trading_baselines((1,)), climatology_candidate()]
     lgb = lightgbm_candidate(seed=config.seed, fit_quantiles=config.lightgbm_quantiles or None,
                              num_boost_round=config.lightgbm_rounds,
@@ -183,17 +200,30 @@ def training_params(mlflow: MLflowResource, run_id: str, prefix: str) -> dict:
     return out
 
 
+def saved_train_config(checkpoint: Path) -> dict | None:
+    """The ``TrainConfig`` a forecaster checkpoint carries (single-process training saves it
+    since commit c3b1458), or ``None`` for a checkpoint without one (older, or from DDP)."""
+    return read_checkpoint_meta(checkpoint).get("train_config")
+
+
+def forecaster_train_config(family: str, checkpoint: Path, logged: dict) -> TrainConfig:
+    """What a forecaster's walk-forward retrains each fold with: the checkpoint's own training
+    config; for a checkpoint without one, the asset Config its run logged to MLflow
+    (``logged``; the profile's defaults when it logged none)."""
+    saved = saved_train_config(checkpoint)
+    if saved is not None:
+        return TrainConfig.from_dict(saved)
+    cls = TFTTrainingConfig if family == "tft" else Mamba2TrainingConfig
+    return train_config(cls(**{k: v for k, v in logged.items() if k in cls.model_fields}))
+
+
 def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | None = None,
                      cache_dir: Path | None = None):
     """The family's walk-forward candidate with the production model's configuration: the
-    checkpoint's architecture and the training config its run logged (``logged``; the
-    profile's defaults when the run logged none), retrained from scratch on each fold."""
-    from models.evaluation.family_candidates import agent_candidate, forecaster_candidate
-
+    checkpoint's architecture and training config (or, for a checkpoint without one, the
+    config its run logged, ``logged``), retrained from scratch on each fold."""
     name, logged = f"foxhunt-{family}", dict(logged or {})
     if family == "ensemble":
-        from models.evaluation.family_candidates import ensemble_candidate
-
         members = {f"foxhunt-{m}": family_candidate(m, Path(v["checkpoint"]), device, v["train"],
                                                     cache_dir)
                    for m, v in logged.get("members", {}).items()}
@@ -202,21 +232,16 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
         return ensemble_candidate(name, members,
                                   include_climatology=logged.get("include_climatology", True))
     if family in ("tft", "mamba2"):
-        from assets.training import Mamba2TrainingConfig, TFTTrainingConfig, train_config
-        from models.training.checkpoint import read_checkpoint_meta
-
-        cls = TFTTrainingConfig if family == "tft" else Mamba2TrainingConfig
-        train = train_config(cls(**{k: v for k, v in logged.items() if k in cls.model_fields}))
+        train = forecaster_train_config(family, checkpoint, logged)
         meta = read_checkpoint_meta(checkpoint)
         return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device,
                                     cache_dir=cache_dir)
-    from assets.agents import DQNTrainingConfig, PPOTrainingConfig, agent_config
-    from models.agents import train as agents
-    from models.agents.state import saved_forecasters
-    from models.agents.trading_env import EnvConfig
-    from models.evaluation.family_candidates import fold_forecaster
-    from models.training.loop import TrainConfig
+    return _agent_candidate(family, name, checkpoint, device, logged, cache_dir)
 
+
+def _agent_candidate(family: str, name: str, checkpoint: Path | None, device: str, logged: dict,
+                     cache_dir: Path | None):
+    """An agent's candidate with the config its run logged (the defaults when none)."""
     # the agent observes forecasters with the configurations it was trained beside, each
     # retrained on the fold (and shared with their own walk-forward through the cache)
     observed = {
@@ -235,9 +260,8 @@ def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | 
 
 def ensemble_logged(storage: FoxhuntStorage, mlflow: MLflowResource, checkpoint: Path) -> dict:
     """What the ensemble's walk-forward retrains per fold: the current member forecasters with
-    their logged training configs, and whether the climatology is a member (its weights)."""
-    from models.training.checkpoint import read_checkpoint_meta
-
+    their training configs (logged ones only for checkpoints that carry none), and whether
+    the climatology is a member (its weights)."""
     meta = read_checkpoint_meta(checkpoint)
     weights = dict(meta.get("extra", meta).get("weights") or {})
     members = {}
@@ -249,7 +273,7 @@ def ensemble_logged(storage: FoxhuntStorage, mlflow: MLflowResource, checkpoint:
         except FileNotFoundError:
             continue
         members[family] = {"checkpoint": str(ckpt),
-                           "train": training_params(mlflow, pointer["mlflow_run_id"], "train")}
+                           "train": _logged_unless_saved(mlflow, pointer["mlflow_run_id"], ckpt)}
     return {"members": members, "include_climatology": "climatology" in weights}
 
 
@@ -258,7 +282,17 @@ def logged_config(family: str, storage: FoxhuntStorage, mlflow: MLflowResource, 
     """The configuration a family's walk-forward retrains per fold, as its training logged it."""
     if family == "ensemble":
         return ensemble_logged(storage, mlflow, checkpoint)
-    return training_params(mlflow, run_id, "train" if family in FORECASTERS else "agent")
+    if family in FORECASTERS:
+        return _logged_unless_saved(mlflow, run_id, checkpoint)
+    return training_params(mlflow, run_id, "agent")
+
+
+def _logged_unless_saved(mlflow: MLflowResource, run_id: str, checkpoint: Path) -> dict:
+    """A forecaster's logged training parameters, read only when its checkpoint carries no
+    training config of its own (the checkpoint's is the one retrained with)."""
+    if saved_train_config(checkpoint) is not None:
+        return {}
+    return training_params(mlflow, run_id, "train")
 
 
 def n_compared(config: EvaluationConfig) -> int:
@@ -274,12 +308,6 @@ def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConf
     names the baselines already in model_evaluations under that protocol: they are not
     scored again (they are deterministic; LightGBM is the costly one). ``cache_dir`` keeps
     the forecasters' fold models for the ensemble's walk-forward."""
-    from models.evaluation.walk_forward import (
-        WalkForwardError,
-        protocol_id_for,
-        row_pool,
-        walk_forward,
-    )
 
     def on_fold(fold, fold_data) -> None:
         if log is not None:
@@ -341,6 +369,7 @@ def walk_forward_markdown(result) -> str:
 def walk_forward_chart(family: str, result, out_dir: Path) -> Path:
     """Equity of the family and every baseline over the walk-forward test folds, per root,
     each fold shaded."""
+    # lazy: models.evaluation.plots imports matplotlib, which the code location does not need
     from models.evaluation.plots import walk_forward_equity
 
     return walk_forward_equity(
@@ -351,18 +380,13 @@ def walk_forward_chart(family: str, result, out_dir: Path) -> Path:
 
 def _evaluate(family: str, context: dg.AssetExecutionContext, config: EvaluationConfig,
               storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
-
+    """One evaluation asset: the production model's own test split (plots, running cost),
+    then the walk-forward skill claim, stored in model_evaluations and the model's MLflow run."""
     data = load_dataset(storage)
     pointer, run_dir = load_current_model(storage, family)
     device = str(torch_device.choose().device)
     out_dir = run_dir / "evaluation"
-    kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
-                  latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
-    # the production model (trained on all data up to its test split): plots and running cost
-    if family in FORECASTERS:
-        report = _evaluate_forecaster(family, pointer, data, config, kwargs)
-    else:
-        report = _evaluate_agent(family, pointer, data, kwargs)
+    report = _production_report(family, pointer, data, config, out_dir, device)
     # the skill claim: walk-forward, one fresh model per fold
     checkpoint = Path(pointer["checkpoint"])
     result = run_walk_forward(family, checkpoint, data, config, device, context.log.info,
@@ -370,56 +394,75 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
                                             checkpoint),
                               scored=lambda protocol: scored_baselines(storage, protocol),
                               cache_dir=storage.scratch / "cache" / "fold_models")
-    from foxhunt_pipeline.features.coverage import fold_warnings
-
     said = report_warnings(context, fold_warnings(result.folds, data.meta["roots"]))  # holes in folds
     figures = {**report.plots, "walk_forward_equity": walk_forward_chart(family, result, out_dir)}
     running = {k: v for k, v in report.metrics.items()
                if k.startswith(("latency_", "throughput_", "peak_memory", "n_parameters",
                                 "checkpoint_mb"))}
-    now = datetime.now(UTC)
-    rows = evaluation_rows(family, pointer["version"], "fp32", result, context.run.run_id, now,
-                           extra=running, equals=composition_equals(family, checkpoint))
+    rows = evaluation_rows(family, pointer["version"], "fp32", result, context.run.run_id,
+                           datetime.now(UTC), extra=running,
+                           equals=composition_equals(family, checkpoint))
     equals = result.candidates[f"foxhunt-{family}"].equals or composition_equals(family, checkpoint)
     storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-{context.run.run_id}")
     pooled = {**result.candidates[f"foxhunt-{family}"].pooled, **running}
-    run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
-    # test_*: the production model on its own test split (as before); wf_*: walk-forward pooled
+    _log_to_run(TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow), report, pooled,
+                result.protocol_id, figures)
+    storage.store_run_outputs(pointer, run_dir, out_dir)
+    return dg.MaterializeResult(metadata={
+        **_evaluation_metadata(pointer, result, pooled, equals, report),
+        "plots": dg.MetadataValue.md(pngs_md(figures)),
+        "mlflow_run_id": pointer["mlflow_run_id"],
+        **said,
+    })
+
+
+def _production_report(family: str, pointer: dict, data, config: EvaluationConfig,
+                       out_dir: Path, device: str):
+    """The production model (trained on all data up to its test split) on its test split:
+    plots and running cost."""
+    kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
+                  latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
+    if family in FORECASTERS:
+        return _evaluate_forecaster(family, pointer, data, config, kwargs)
+    return _evaluate_agent(family, pointer, data, kwargs)
+
+
+def _log_to_run(run: TrackedRun, report, pooled: dict, protocol_id: str,
+                figures: dict[str, Path]) -> None:
+    """test_*: the production model on its own test split; wf_*: walk-forward pooled."""
     run.log_metrics({f"test_{k}": f for k, v in report.metrics.items()
                      if (f := _float_or_none(v)) is not None})
     run.log_metrics({f"wf_{k}": f for k, v in pooled.items() if (f := _float_or_none(v)) is not None})
-    run.set_tags({"protocol_id": result.protocol_id})
+    run.set_tags({"protocol_id": protocol_id})
     for path in figures.values():
         run.log_artifact(Path(path), "evaluation")
-    storage.store_run_outputs(pointer, run_dir, out_dir)
-    return dg.MaterializeResult(
-        metadata={
-            "model": f"{pointer['registered_model']} v{pointer['version']}",
-            "protocol_id": result.protocol_id,
-            "folds": dg.MetadataValue.md(folds_markdown(result)),
-            "test_period": f"{result.folds[0].describe()['test'].split(' .. ')[0]} .. "
-                           f"{result.folds[-1].describe()['test'].split(' .. ')[-1]}",
-            "sharpe": _meta_float(pooled.get("sharpe")),
-            "sharpe_ci_low": _meta_float(pooled.get("sharpe_ci_low")),
-            "ic": _meta_float(pooled.get("ic")),
-            "ic_ci_low": _meta_float(pooled.get("ic_ci_low")),
-            "equals": equals or "-",
-            "n_trades": _meta_float(pooled.get("n_trades")),
-            "hit_rate": _meta_float(pooled.get("hit_rate")),
-            "q_risk_p50": _meta_float(pooled.get("q_risk_p50")),
-            "latency_ms_p95": _meta_float(pooled.get("latency_ms_p95")),
-            "walk_forward": dg.MetadataValue.md(walk_forward_markdown(result)),
-            "production_model_test_split": dg.MetadataValue.md(report.markdown),
-            "plots": dg.MetadataValue.md(_png_markdown(figures)),
-            "mlflow_run_id": pointer["mlflow_run_id"],
-            **said,
-        }
-    )
+
+
+def _evaluation_metadata(pointer: dict, result, pooled: dict, equals: str | None, report) -> dict:
+    """The evaluation asset's headline metadata: the model, the folds and its pooled metrics."""
+    return {
+        "model": f"{pointer['registered_model']} v{pointer['version']}",
+        "protocol_id": result.protocol_id,
+        "folds": dg.MetadataValue.md(folds_markdown(result)),
+        "test_period": f"{result.folds[0].describe()['test'].split(' .. ')[0]} .. "
+                       f"{result.folds[-1].describe()['test'].split(' .. ')[-1]}",
+        "sharpe": _meta_float(pooled.get("sharpe")),
+        "sharpe_ci_low": _meta_float(pooled.get("sharpe_ci_low")),
+        "ic": _meta_float(pooled.get("ic")),
+        "ic_ci_low": _meta_float(pooled.get("ic_ci_low")),
+        "equals": equals or "-",
+        "n_trades": _meta_float(pooled.get("n_trades")),
+        "hit_rate": _meta_float(pooled.get("hit_rate")),
+        "q_risk_p50": _meta_float(pooled.get("q_risk_p50")),
+        "latency_ms_p95": _meta_float(pooled.get("latency_ms_p95")),
+        "walk_forward": dg.MetadataValue.md(walk_forward_markdown(result)),
+        "production_model_test_split": dg.MetadataValue.md(report.markdown),
+    }
 
 
 def _evaluate_forecaster(family: str, pointer: dict, data, config: EvaluationConfig, kwargs: dict):
+    # lazy: models.evaluation.evaluate imports matplotlib (see walk_forward_chart)
     from models.evaluation.evaluate import evaluate_forecaster
-    from models.training.checkpoint import load_checkpoint
 
     model, meta = load_checkpoint(pointer["checkpoint"], device=kwargs["device"])
     extra = meta.get("extra", meta)
@@ -433,10 +476,7 @@ def _evaluate_forecaster(family: str, pointer: dict, data, config: EvaluationCon
 def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
     """The policy acts sequentially (its observation holds its own position), so positions come
     from the environment's batched replay; the evaluation then scores them like any model's."""
-    import torch
-
-    from models.agents.policy import load_policy
-    from models.agents.trading_env import evaluate_positions
+    # lazy: models.evaluation.evaluate imports matplotlib (see walk_forward_chart)
     from models.evaluation.evaluate import evaluate_agent
 
     policy = load_policy(pointer["checkpoint"], device=kwargs["device"])
@@ -458,7 +498,7 @@ def _evaluate_agent(family: str, pointer: dict, data, kwargs: dict):
                           checkpoint_path=Path(pointer["checkpoint"]) / "policy.safetensors", **kwargs)
 
 
-def _evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
+def evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
     """``after``: evaluations whose fold models this one reuses (the ensemble's members)."""
 
     @dg.asset(
@@ -486,9 +526,9 @@ def _evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
     return _asset
 
 
-tft_evaluation = _evaluation_asset("tft", "tft_model")
-mamba2_evaluation = _evaluation_asset("mamba2", "mamba2_model")
+tft_evaluation = evaluation_asset("tft", "tft_model")
+mamba2_evaluation = evaluation_asset("mamba2", "mamba2_model")
 # the agents' walk-forward retrains the forecasters they observe per fold: after those
 # forecasters' own evaluations, it finds their fold models in the cache
-dqn_evaluation = _evaluation_asset("dqn", "dqn_agent", after=("tft_evaluation", "mamba2_evaluation"))
-ppo_evaluation = _evaluation_asset("ppo", "ppo_agent", after=("tft_evaluation", "mamba2_evaluation"))
+dqn_evaluation = evaluation_asset("dqn", "dqn_agent", after=("tft_evaluation", "mamba2_evaluation"))
+ppo_evaluation = evaluation_asset("ppo", "ppo_agent", after=("tft_evaluation", "mamba2_evaluation"))

@@ -1,5 +1,7 @@
 """Feature assets: continuous_bars -> features (parquet + contract) -> training_dataset."""
 
+from datetime import date
+
 import dagster as dg
 import polars as pl
 from pydantic import Field
@@ -10,10 +12,18 @@ from assets.common import (
     check_result,
     code_version_of,
     markdown_table,
+    passed_validation,
     report_warnings,
 )
 from assets.config_fields import sized
-from assets.ingestion import _passed, continuous_bars, partition_dates, trade_dates, window_dates
+from assets.ingestion import continuous_bars, partition_dates, trade_dates, window_dates
+from foxhunt_pipeline.features import FeatureConfig, by_date, dataset_dates
+from foxhunt_pipeline.features.coverage import dataset_warnings
+from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
+from foxhunt_pipeline.features.finite import describe
+from foxhunt_pipeline.features.schema import validate_features
+from foxhunt_pipeline.storage import dataset_store, object_store
+from foxhunt_pipeline.storage import trade_dates as stored
 from resources.storage import FoxhuntStorage
 
 FEATURES_CHECK = "features_contract"
@@ -42,8 +52,6 @@ class DatasetConfig(dg.Config):
 
     def window(self, dates: list) -> tuple:
         """(first, last) trade date of the dataset among the stored ``dates``."""
-        from datetime import date
-
         lo = date.fromisoformat(self.start_date) if self.start_date else None
         hi = date.fromisoformat(self.end_date) if self.end_date else None
         inside = [d for d in dates if (lo is None or d >= lo) and (hi is None or d <= hi)]
@@ -81,11 +89,6 @@ class DatasetConfig(dg.Config):
     "CME trade date, equal to the same date of a full rebuild.",
 )
 def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage: FoxhuntStorage):
-    from foxhunt_pipeline.features import FeatureConfig, by_date
-    from foxhunt_pipeline.features.schema import validate_features
-    from foxhunt_pipeline.storage import object_store
-    from foxhunt_pipeline.storage import trade_dates as stored
-
     root = storage.warehouse_root
     if not stored.has_dates(root, "continuous_bars"):
         raise dg.Failure(f"{root / 'continuous_bars'} holds no trade date: materialize continuous_bars first")
@@ -125,7 +128,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
             "targets": dg.MetadataValue.int(groups["y_"]),
         }
     )
-    yield check_result(FEATURES_CHECK, failed[0] if failed else _passed())
+    yield check_result(FEATURES_CHECK, failed[0] if failed else passed_validation())
 
 
 @dg.asset(
@@ -149,26 +152,13 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     "window start indices.",
 )
 def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
-    from foxhunt_pipeline.features import dataset_dates
-    from foxhunt_pipeline.features.coverage import dataset_warnings
-    from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
-    from foxhunt_pipeline.features.finite import describe
-    from foxhunt_pipeline.storage import dataset_store
-    from foxhunt_pipeline.storage import trade_dates as stored
-
     root = storage.warehouse_root
     first, last = config.window(stored.stored_dates(root, "features"))
     context.log.info(f"training_dataset over trade dates {first} .. {last}")
-    test_fraction = 1.0 - config.train_fraction - config.validation_fraction
-    build = BuildConfig(
-        fractions=(config.train_fraction, config.validation_fraction, test_fraction),
-        lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
-        fee_per_contract=config.fee_per_contract,
-    )
     # raw per-date blocks, summarised once each; the split, embargo and train-only
     # normalisation are applied when a trainer reads the dataset (dataset_store.local_dir)
     with dataset_store.updating(root):
-        done = dataset_dates.update(root, build, first, last)
+        done = dataset_dates.update(root, _build_config(config), first, last)
         data = done.data
         bad = data.meta["nonfinite"]
         if bad:
@@ -176,28 +166,8 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
             context.log.error(f"training_dataset: {describe(bad)}; previous dataset kept")
         else:
             path = dataset_dates.publish(root, done)
-    splits = data.meta["splits"]
     said = report_warnings(context, dataset_warnings(data))
-    table = pl.DataFrame(
-        [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]
-    )
-    yield dg.MaterializeResult(
-        metadata={
-            "splits": dg.MetadataValue.md(markdown_table(table)),
-            "train_windows": dg.MetadataValue.int(int(splits["train"]["windows"])),
-            "validation_windows": dg.MetadataValue.int(int(splits["validation"]["windows"])),
-            "test_windows": dg.MetadataValue.int(int(splits["test"]["windows"])),
-            "observed_features": dg.MetadataValue.int(len(data.observed_names)),
-            "known_inputs": dg.MetadataValue.int(len(data.known_names)),
-            "static_inputs": dg.MetadataValue.int(len(data.static_names)),
-            "feature_hash": data.meta["feature_hash"],
-            "stored_mb": round(sum(s.nbytes() for s in data.splits.values()) / 1e6, 2),
-            "path": dg.MetadataValue.path(str(path)),
-            "dates_summarised": dg.MetadataValue.int(done.summarised),
-            "dates_reused": dg.MetadataValue.int(done.reused),
-            **said,
-        }
-    )
+    yield dg.MaterializeResult(metadata={**_dataset_metadata(done, path), **said})
     yield dg.AssetCheckResult(
         check_name=DATASET_CHECK,
         passed=not bad,
@@ -208,3 +178,37 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
             "counts": dg.MetadataValue.json(bad),
         },
     )
+
+
+def _build_config(config: DatasetConfig) -> BuildConfig:
+    """The library's dataset config for the asset's: the test split is what the train and
+    validation fractions leave."""
+    test_fraction = 1.0 - config.train_fraction - config.validation_fraction
+    return BuildConfig(
+        fractions=(config.train_fraction, config.validation_fraction, test_fraction),
+        lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
+        fee_per_contract=config.fee_per_contract,
+    )
+
+
+def _dataset_metadata(done: dataset_dates.DatasetUpdate, path: object) -> dict:
+    """The dataset's splits, inputs, size and where it is, for the asset's metadata."""
+    data = done.data
+    splits = data.meta["splits"]
+    table = pl.DataFrame(
+        [{"split": k, **{kk: str(vv) for kk, vv in v.items()}} for k, v in splits.items()]
+    )
+    return {
+        "splits": dg.MetadataValue.md(markdown_table(table)),
+        "train_windows": dg.MetadataValue.int(int(splits["train"]["windows"])),
+        "validation_windows": dg.MetadataValue.int(int(splits["validation"]["windows"])),
+        "test_windows": dg.MetadataValue.int(int(splits["test"]["windows"])),
+        "observed_features": dg.MetadataValue.int(len(data.observed_names)),
+        "known_inputs": dg.MetadataValue.int(len(data.known_names)),
+        "static_inputs": dg.MetadataValue.int(len(data.static_names)),
+        "feature_hash": data.meta["feature_hash"],
+        "stored_mb": round(sum(s.nbytes() for s in data.splits.values()) / 1e6, 2),
+        "path": dg.MetadataValue.path(str(path)),
+        "dates_summarised": dg.MetadataValue.int(done.summarised),
+        "dates_reused": dg.MetadataValue.int(done.reused),
+    }

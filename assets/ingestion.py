@@ -12,8 +12,20 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.common import OWNERS, check_result, code_version_of, markdown_table, report_warnings
+from assets.common import (
+    OWNERS,
+    check_result,
+    code_version_of,
+    markdown_table,
+    passed_validation,
+    report_warnings,
+)
+from foxhunt_pipeline.contracts import schemas
 from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
+from foxhunt_pipeline.ingest import decode as dbn_decode
+from foxhunt_pipeline.instruments.rolls import trade_date
+from foxhunt_pipeline.storage import artifact_sync, continuous_dates, object_store
+from foxhunt_pipeline.storage import trade_dates as stored
 from resources.storage import FoxhuntStorage
 
 landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
@@ -50,8 +62,6 @@ class ContinuousBarsConfig(dg.Config):
 def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     """The landed file as a local path: itself on a local landing zone, else a scratch copy
     (removed afterwards; the landed object is never touched)."""
-    from foxhunt_pipeline.storage import artifact_sync
-
     src = storage.landing_root / key
     if not src.is_file():
         raise dg.Failure(f"landed file {src} for partition {key!r} does not exist")
@@ -90,8 +100,6 @@ def landed_copy(storage: FoxhuntStorage, key: str) -> Iterator[Path]:
     "quarantine and the previous version of the partition stays live.",
 )
 def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
-    from foxhunt_pipeline.storage import object_store
-
     keys = context.partition_keys
     if len(keys) == 1:  # one landed file: the sensor's runs, a UI click
         metadata, result = _ingest(context, storage, keys[0])
@@ -118,14 +126,11 @@ def raw_bars(context: dg.AssetExecutionContext, storage: FoxhuntStorage):
         raise dg.Failure(description=f"{len(failed)} of {len(keys)} landed files failed: "
                          + "; ".join(failed[:5]), allow_retries=False)
     yield dg.MaterializeResult()
-    yield check_result(RAW_CHECK, _passed())
+    yield check_result(RAW_CHECK, passed_validation())
 
 
 def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str):
     """Decode and validate one landed file into its raw_bars partition: (metadata, result)."""
-    from foxhunt_pipeline.ingest import decode as dbn_decode
-    from foxhunt_pipeline.storage import object_store
-
     root = storage.warehouse_root
     with landed_copy(storage, key) as src:
         # in the run's scratch area: removed with it on failure, swept if the run is killed
@@ -194,10 +199,6 @@ def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str
 def continuous_bars(
     context: dg.AssetExecutionContext, config: ContinuousBarsConfig, storage: FoxhuntStorage
 ):
-    from foxhunt_pipeline.contracts import schemas
-    from foxhunt_pipeline.storage import continuous_dates, object_store
-    from foxhunt_pipeline.storage import trade_dates as stored
-
     root = storage.warehouse_root
     first, last = window_dates(context)
     days = [d for d in {*continuous_dates.all_dates(root), *stored.stored_dates(root, "continuous_bars")}
@@ -218,18 +219,27 @@ def continuous_bars(
         context.log.error(f"continuous_bars contract failed on {len(failed)} date(s); their previous "
                           "versions left in place")
     if build.stale:
-        build.notes.append((last, (
-            f"continuous_bars: late data moved the front of {len(build.stale)} stored date(s) outside "
-            f"this run ({build.stale[0]} .. {build.stale[-1]}); foxhunt materialize rebuilds them next "
-            f"(or run: foxhunt materialize continuous_bars features --from {build.stale[0]} "
-            f"--to {build.stale[-1]})")))
+        build.notes.append((last, _stale_note(build.stale)))
     for key in context.partition_keys:  # each partition's own numbers (a range runs as one run)
         path = stored.date_dir(root, "continuous_bars", date.fromisoformat(key))
         context.add_asset_metadata(_partition_metadata(context, build, key, path), partition_key=key)
     yield dg.MaterializeResult()
-    yield check_result(CONTINUOUS_CHECK, failed[0] if failed else _passed())
+    yield check_result(CONTINUOUS_CHECK, failed[0] if failed else passed_validation())
+    yield _price_jump_result(build, config)
+
+
+def _stale_note(stale: list[date]) -> str:
+    """What to do about stored dates outside the run whose front late data moved."""
+    return (f"continuous_bars: late data moved the front of {len(stale)} stored date(s) outside "
+            f"this run ({stale[0]} .. {stale[-1]}); foxhunt materialize rebuilds them next "
+            f"(or run: foxhunt materialize continuous_bars features --from {stale[0]} "
+            f"--to {stale[-1]})")
+
+
+def _price_jump_result(build, config: ContinuousBarsConfig) -> dg.AssetCheckResult:
+    """The price-jump check: the dates it kept from being stored and the first flagged bars."""
     blocked = "; ".join(build.blocked.values())
-    yield dg.AssetCheckResult(
+    return dg.AssetCheckResult(
         check_name=PRICE_JUMP_CHECK,
         passed=not build.blocked,
         # not blocking the run: the other dates flow on; the flagged dates were not stored
@@ -253,8 +263,6 @@ def partition_dates(key: str) -> tuple[date, date]:
 
 def _of_dates(rows: pl.DataFrame, lo: date, hi: date) -> pl.DataFrame:
     """The rows (with ``ts_event``) whose CME trade date is in [lo, hi]."""
-    from foxhunt_pipeline.instruments.rolls import trade_date
-
     if rows.is_empty() or "ts_event" not in rows.columns:
         return rows
     return rows.filter(trade_date(pl.col("ts_event")).is_between(lo, hi))
@@ -281,9 +289,3 @@ def _partition_metadata(context, build, key: str, path) -> dict:
         "path": dg.MetadataValue.path(str(path)),
         **report_warnings(context, build.warnings_of(lo, hi)),
     }
-
-
-def _passed():
-    from foxhunt_pipeline.contracts.validation import ValidationResult
-
-    return ValidationResult(passed=True, n_failed_rows=0, failures=pl.DataFrame(), message="passed")

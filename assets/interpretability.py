@@ -11,6 +11,10 @@ import polars as pl
 
 from assets.common import markdown_table
 from assets.metadata_images import image_md
+from models.agents.behaviour import behaviour
+from models.agents.policy import load_policy
+from models.tft.interpret import interpret
+from models.training.checkpoint import load_checkpoint
 
 TOP_FEATURES = 20
 
@@ -19,9 +23,8 @@ def tft_interpretability(run: Any, checkpoint: Path, data: Any, out_dir: Path) -
     """Mean variable-selection weights (top 20 per group) and attention by horizon on the
     validation split; metadata entries ``variable_importance``, ``attention``,
     ``top_features``."""
+    # lazy: the plots import matplotlib, which the code location does not need to load
     from models.evaluation.interpretation_plots import attention_by_horizon, variable_importance
-    from models.tft.interpret import interpret
-    from models.training.checkpoint import load_checkpoint
 
     model, _ = load_checkpoint(checkpoint)
     split = "validation" if "validation" in data.splits and data.splits["validation"].n_windows else "train"
@@ -51,8 +54,7 @@ def tft_interpretability(run: Any, checkpoint: Path, data: Any, out_dir: Path) -
 
 def agent_behaviour(run: Any, family: str, policy_dir: Path, data: Any, out_dir: Path) -> dict[str, Any]:
     """Action shares and mean position by hour on the validation split, logged and inline."""
-    from models.agents.behaviour import behaviour
-    from models.agents.policy import load_policy
+    # lazy: see tft_interpretability
     from models.evaluation.interpretation_plots import agent_behaviour as plot
 
     split = "validation" if "validation" in data.splits else "train"

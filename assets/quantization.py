@@ -8,11 +8,16 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
 from assets.evaluation import FORECASTERS
 from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline.storage import model_store
-from resources.mlflow_tracking import MLflowResource
+from models.agents.policy import load_policy
+from models.quantization import DEFAULT_TOLERANCE, Tolerance
+from models.quantization.report import quantize_agent, quantize_forecaster
+from models.training.checkpoint import load_checkpoint
+from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 
 
@@ -29,9 +34,6 @@ class QuantizationConfig(dg.Config):
 
 def _quantize(family: str, context: dg.AssetExecutionContext, config: QuantizationConfig,
               storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
-    from models.quantization import DEFAULT_TOLERANCE, Tolerance
-    from models.quantization.report import quantize_agent, quantize_forecaster
-
     data = load_dataset(storage)
     pointer, run_dir = load_current_model(storage, family)
     out_dir = run_dir / "quantized"
@@ -41,14 +43,10 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
         latency_budget_ms=DEFAULT_TOLERANCE.latency_budget_ms,
     )
     if family in FORECASTERS:
-        from models.training.checkpoint import load_checkpoint
-
         model, _ = load_checkpoint(pointer["checkpoint"])
         report = quantize_forecaster(model, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
                                      precisions=config.precisions, max_windows=config.max_windows)
     else:
-        from models.agents.policy import load_policy
-
         policy = load_policy(pointer["checkpoint"])
         report = quantize_agent(policy, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
                                 precisions=config.precisions)
@@ -59,8 +57,6 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
     full_csv = out_dir / "quantization_variants.csv"
     table.write_csv(full_csv)
     if config.register_accepted:
-        from resources.mlflow_tracking import TrackedRun
-
         TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow).log_artifact(full_csv, "quantized")
     for precision, artifact in report.artifacts.items():
         context.log.info(f"{family} {precision}: artifact {artifact}")
@@ -94,9 +90,6 @@ def _register(family: str, pointer: dict, report, mlflow: MLflowResource, data, 
     """Each accepted non-fp32 artifact becomes a model version (the same pyfunc wrapper as
     training's, tagged with its precision), logged to the training run so lineage stays in
     one place."""
-    from assets import registration
-    from resources.mlflow_tracking import TrackedRun
-
     run = TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow)
     versions: dict[str, str] = {}
     rows = {r.get("precision"): r for r in report.rows}
@@ -114,7 +107,7 @@ def _register(family: str, pointer: dict, report, mlflow: MLflowResource, data, 
     return versions
 
 
-def _quantized_asset(family: str):
+def quantized_asset(family: str):
     @dg.asset(
         name=f"{family}_quantized",
         deps=[f"{family}_evaluation"],
@@ -134,7 +127,7 @@ def _quantized_asset(family: str):
     return _asset
 
 
-tft_quantized = _quantized_asset("tft")
-mamba2_quantized = _quantized_asset("mamba2")
-dqn_quantized = _quantized_asset("dqn")
-ppo_quantized = _quantized_asset("ppo")
+tft_quantized = quantized_asset("tft")
+mamba2_quantized = quantized_asset("mamba2")
+dqn_quantized = quantized_asset("dqn")
+ppo_quantized = quantized_asset("ppo")

@@ -8,10 +8,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.serving.actions import SERVING_META_FILE, serving_meta
+from foxhunt_pipeline.storage import trade_dates
 from models.atomic import atomic_write
+from models.export import export_artifact, forecaster_metadata
+from models.training.checkpoint import load_checkpoint
 from resources.pyfunc_models import MODEL_ARTIFACT, data_range_of, model_card, register_pyfunc
 from resources.storage import FoxhuntStorage
 
@@ -22,26 +27,23 @@ SERVING_FORMATS = ("torchscript", "torch.export")
 
 def features_frame(storage: FoxhuntStorage) -> pl.LazyFrame | None:
     """The features table, lazily (the input example reads a few rows of it); ``None`` when
-    it is not there (a dataset built elsewhere): the version is then registered without."""
-    from foxhunt_pipeline.storage import trade_dates
-
+    it is not there (a dataset built elsewhere) or unreadable: the version is then registered
+    without, and the cause logged."""
     try:
         frame = trade_dates.scan_table(storage.warehouse_root, "features")
         if frame is not None:
             frame.collect_schema()
         return frame
-    except Exception:
+    except (OSError, ValueError, pl.exceptions.PolarsError) as e:  # ValueError: pyarrow's
+        dg.get_dagster_logger().warning(
+            f"features table unreadable ({type(e).__name__}: {e}): registered without an input "
+            "example")
         return None
 
 
 def export_forecaster(family: str, checkpoint: Path, data: Any, out: Path) -> Path:
     """The checkpoint as the project's deployable artifact (what ``foxhunt predict`` loads),
     with the dataset's names, train-only normalisation and target scale in its sidecar."""
-    import numpy as np
-
-    from models.export import export_artifact, forecaster_metadata
-    from models.training.checkpoint import load_checkpoint
-
     model, _ = load_checkpoint(checkpoint)
     split = "validation" if data.splits.get("validation") is not None and data.splits["validation"].n_windows else "train"
     b = data.window_dataset(split).batch(np.arange(min(2, data.splits[split].n_windows)))

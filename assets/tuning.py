@@ -5,13 +5,15 @@ slot bounds them; several workers join one study by materializing with the same
 study's best parameters (``assets.tuned_params``). On demand only: no automation."""
 
 import json
+from pathlib import Path
 
 import dagster as dg
+import optuna
 
 from assets.agents import DQNTrainingConfig, PPOTrainingConfig, current_forecasters
 from assets.common import OWNERS, code_version_of
 from assets.config_fields import sized
-from assets.evaluation import _png_markdown
+from assets.metadata_images import pngs_md
 from assets.training import (
     GPU_POOL,
     Mamba2TrainingConfig,
@@ -20,6 +22,11 @@ from assets.training import (
     train_config,
 )
 from foxhunt_pipeline.config import deploy_profile
+from models.agents.trading_env import EnvConfig
+from models.training.loop import TrainingDivergedError
+from models.tuning import objective
+from models.tuning.spaces import FORECASTERS, MODEL_FIELDS, suggest
+from models.tuning.study import new_study_name, open_study, redact, save_plots, summary
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -47,9 +54,6 @@ class TuningConfig(dg.Config):
 def _objective(family: str, config: TuningConfig, data, choice, observed=None):
     """``(trial, on_point) -> value`` for the family, on the validation split; an agent's
     trials observe ``observed`` (the current forecasters and their training configs)."""
-    from models.tuning import objective
-    from models.tuning.spaces import FORECASTERS, MODEL_FIELDS, suggest
-
     base = TRAINING_CONFIGS[family]()
     if family in FORECASTERS:
         base_model = {k: getattr(base, k) for k in MODEL_FIELDS[family]}
@@ -63,8 +67,6 @@ def _objective(family: str, config: TuningConfig, data, choice, observed=None):
                 trial, family, data, params, base_model, train, device=choice.device,
                 autocast_dtype=choice.autocast_dtype, on_epoch_end=on_point)
         return run, "epoch"
-
-    from models.agents.trading_env import EnvConfig
 
     fields = base.model_dump(exclude={"use_tuned"})
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
@@ -81,11 +83,8 @@ def _objective(family: str, config: TuningConfig, data, choice, observed=None):
 def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningConfig,
                storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice,
                ) -> dg.MaterializeResult:
-    import optuna
-
-    from models.training.loop import TrainingDivergedError
-    from models.tuning.study import new_study_name, open_study, redact, save_plots, summary
-
+    """Shared by the four tuning assets: open (or join) the family's study, run this step's
+    trials as MLflow child runs of the study's run, and report the best parameters."""
     data = load_dataset(storage)
     choice = torch_device.choose()
     url = config.storage_url or storage.paths.optuna_storage_url
@@ -106,20 +105,12 @@ def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningCon
         parent.log_params({"tuning": config.model_dump(exclude={"storage_url"}), "device": choice.name,
                            "feature_hash": data.meta["feature_hash"], "direction": study.direction.name})
 
-        def objective(trial: optuna.Trial) -> float:
+        def trial_objective(trial: optuna.Trial) -> float:
             return _trial_as_child_run(trial, family, name, parent, mlflow, run_trial, step_key, context)
 
-        study.optimize(objective, n_trials=config.n_trials, timeout=config.timeout_s or None,
+        study.optimize(trial_objective, n_trials=config.n_trials, timeout=config.timeout_s or None,
                        catch=(TrainingDivergedError, ValueError), gc_after_trial=True)
-        info = summary(study)
-        if "best_params" not in info:
-            raise dg.Failure(f"study {name} in {redact(url)} has no completed trial: {info}")
-        plots = save_plots(study, storage.scratch / "tuning" / name)
-        for path in plots.values():
-            parent.log_artifact(path, "plots")
-        parent.log_params({"best": info["best_params"]})
-        parent.log_metrics({"best_value": info["best_value"], "n_trials": info["n_trials"],
-                            "n_pruned": info["n_pruned"], "n_complete": info["n_complete"]})
+        info, plots = _study_results(study, name, url, parent, storage)
         parent_id = parent.run_id
     return dg.MaterializeResult(metadata={
         "study": name,
@@ -127,6 +118,32 @@ def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningCon
         "objective": f"{study.direction.name.lower()} validation "
                      f"{'pinball loss' if step_key == 'epoch' else 'mean reward'}",
         "trials_this_run": dg.MetadataValue.int(len(study.trials) - before),
+        **_summary_metadata(info),
+        "plots": dg.MetadataValue.md(pngs_md(plots)),
+        "mlflow_run_id": parent_id,
+        "mlflow_run": dg.MetadataValue.url(mlflow.run_url(parent_id)),
+    })
+
+
+def _study_results(study: optuna.Study, name: str, url: str, parent: TrackedRun,
+                   storage: FoxhuntStorage) -> tuple[dict, dict[str, Path]]:
+    """The study's summary and plots, logged to its MLflow run; a failure when no trial of
+    the study completed."""
+    info = summary(study)
+    if "best_params" not in info:
+        raise dg.Failure(f"study {name} in {redact(url)} has no completed trial: {info}")
+    plots = save_plots(study, storage.scratch / "tuning" / name)
+    for path in plots.values():
+        parent.log_artifact(path, "plots")
+    parent.log_params({"best": info["best_params"]})
+    parent.log_metrics({"best_value": info["best_value"], "n_trials": info["n_trials"],
+                        "n_pruned": info["n_pruned"], "n_complete": info["n_complete"]})
+    return info, plots
+
+
+def _summary_metadata(info: dict) -> dict:
+    """The study's trial counts and best trial, for the asset's metadata."""
+    return {
         "trials_in_study": dg.MetadataValue.int(info["n_trials"]),
         "complete": dg.MetadataValue.int(info["n_complete"]),
         "pruned": dg.MetadataValue.int(info["n_pruned"]),
@@ -134,18 +151,13 @@ def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningCon
         "best_value": float(info["best_value"]),
         "best_trial": dg.MetadataValue.int(info["best_trial"]),
         "best_params": dg.MetadataValue.json(info["best_params"]),
-        "plots": dg.MetadataValue.md(_png_markdown(plots)),
-        "mlflow_run_id": parent_id,
-        "mlflow_run": dg.MetadataValue.url(mlflow.run_url(parent_id)),
-    })
+    }
 
 
 def _trial_as_child_run(trial, family: str, study: str, parent: TrackedRun, mlflow: MLflowResource,
                         run_trial, step_key: str, context) -> float:
     """One trial as an MLflow child run of the study's run: its params, its curve (one
     point per epoch or evaluation), its state and value."""
-    import optuna
-
     pruned: optuna.TrialPruned | None = None
     with mlflow.start_run(f"{study}-trial-{trial.number}", tags={
             "mlflow.parentRunId": parent.run_id, "family": family, "optuna_study": study,

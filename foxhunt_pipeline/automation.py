@@ -1,50 +1,142 @@
 """Sensors and schedules: landed files start ingestion; the history sensor rebuilds the
-trade dates they hold (one run per burst); declarative automation carries new data on; a weekly schedule retrains every model even when nothing new landed."""
+trade dates they hold (one run per burst); declarative automation carries new data on; a
+weekly schedule retrains every model even when nothing new landed.
+
+The jobs, sensors and schedule are built by ``build_automation`` when the code location
+starts (``foxhunt_pipeline.definitions``), from the settings it loaded then, never at import.
+Their module names (``ingest_job``, ``landing_sensor``, ...) stay: the first use of one builds
+them all from this process's settings (``current_settings``)."""
 
 
+import functools
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
 from assets.ingestion import landed_files
-from foxhunt_pipeline.config.settings import current_settings
+from foxhunt_pipeline.config.settings import Settings, current_settings
 from foxhunt_pipeline.ingest.landing import (
     PARTITIONS_NAME,
     skipped_file_names,
     skipped_message,
     unregistered,
 )
+from foxhunt_pipeline.storage import continuous_dates
 from resources.storage import FoxhuntStorage
 
 # every run says which size profile its training used (read when the code location loads)
 PROFILE_TAG = "foxhunt/profile"
-PROFILE_TAGS = {PROFILE_TAG: current_settings().profile}
-
-ingest_job = dg.define_asset_job(
-    "ingest_landed_file",
-    selection=dg.AssetSelection.assets("raw_bars"),
-    description="Decode and validate one landed DBN file (one run per file).",
-    tags=PROFILE_TAGS,
-)
-
-history_job = dg.define_asset_job(
-    "update_history",
-    selection=dg.AssetSelection.assets("continuous_bars", "features"),
-    description="Rebuild continuous_bars and features for a range of trade dates, in one run.",
-    tags=PROFILE_TAGS,
-)
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
           dg.DagsterRunStatus.STARTED]
+#: what ``dg.define_asset_job`` returns (its class is not part of Dagster's public API)
+AssetJob = Any
+INGEST_JOB = "ingest_landed_file"
+HISTORY_JOB = "update_history"
 
-retrain_job = dg.define_asset_job(
-    "retrain_models",
-    selection=dg.AssetSelection.groups("training", "evaluation", "quantization"),
-    description="Retrain, evaluate and quantize every model on the latest training_dataset.",
-    tags=PROFILE_TAGS,
-)
+
+@dataclass(frozen=True)
+class Automation:
+    """The code location's jobs, sensors and schedule, built from one set of settings."""
+
+    profile_tags: dict[str, str]
+    ingest_job: AssetJob
+    history_job: AssetJob
+    retrain_job: AssetJob
+    landing_sensor: dg.SensorDefinition
+    history_sensor: dg.SensorDefinition
+    retrain_schedule: dg.ScheduleDefinition
+    automation_sensor: dg.AutomationConditionSensorDefinition
+
+
+def build_automation(settings: Settings, environ: Mapping[str, str] | None = None) -> Automation:
+    """The jobs (tagged with the settings' profile), the sensors and the weekly schedule; the
+    intervals and the cron from ``environ`` (``FOXHUNT_LANDING_INTERVAL``,
+    ``FOXHUNT_AUTOMATION_INTERVAL``, ``FOXHUNT_RETRAIN_CRON``)."""
+    env = os.environ if environ is None else environ
+    tags = {PROFILE_TAG: settings.profile}
+    landing_interval = int(env.get("FOXHUNT_LANDING_INTERVAL", "15"))
+    jobs = _jobs(tags)
+    return Automation(
+        profile_tags=tags, **jobs,
+        landing_sensor=dg.sensor(
+            name="landing_sensor", job=jobs["ingest_job"], default_status=dg.DefaultSensorStatus.RUNNING,
+            minimum_interval_seconds=landing_interval,
+            description="Registers new DBN files in the landing zone as partitions and ingests each once.",
+        )(landing_tick),
+        history_sensor=dg.sensor(
+            name="history_sensor", job=jobs["history_job"], default_status=dg.DefaultSensorStatus.RUNNING,
+            minimum_interval_seconds=landing_interval,
+            description="After files are ingested, rebuilds continuous_bars and features for the trade "
+            "dates they hold (plus the date before) and the stored dates late data moved the front of, "
+            "in one run per burst of landed files and cluster of dates.",
+        )(history_tick),
+        retrain_schedule=dg.ScheduleDefinition(
+            name="weekly_retraining",
+            job=jobs["retrain_job"],
+            cron_schedule=env.get("FOXHUNT_RETRAIN_CRON", "0 4 * * 6"),
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description="Retrains every model on the latest dataset (cron from FOXHUNT_RETRAIN_CRON).",
+        ),
+        automation_sensor=dg.AutomationConditionSensorDefinition(
+            "foxhunt_automation",
+            target=dg.AssetSelection.all(),
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            minimum_interval_seconds=int(env.get("FOXHUNT_AUTOMATION_INTERVAL", "30")),
+            run_tags=tags,
+            description="Declarative automation: each asset updates when its upstream changed and the "
+            "upstream's blocking checks passed.",
+        ),
+    )
+
+
+def _jobs(tags: dict[str, str]) -> dict[str, AssetJob]:
+    """The three jobs the sensors and the schedule start, each run tagged with ``tags``."""
+    return {
+        "ingest_job": dg.define_asset_job(
+            INGEST_JOB,
+            selection=dg.AssetSelection.assets("raw_bars"),
+            description="Decode and validate one landed DBN file (one run per file).",
+            tags=tags,
+        ),
+        "history_job": dg.define_asset_job(
+            HISTORY_JOB,
+            selection=dg.AssetSelection.assets("continuous_bars", "features"),
+            description="Rebuild continuous_bars and features for a range of trade dates, in one run.",
+            tags=tags,
+        ),
+        "retrain_job": dg.define_asset_job(
+            "retrain_models",
+            selection=dg.AssetSelection.groups("training", "evaluation", "quantization"),
+            description="Retrain, evaluate and quantize every model on the latest training_dataset.",
+            tags=tags,
+        ),
+    }
+
+
+@functools.cache
+def automation() -> Automation:
+    """This process's automation, built on first use from its settings."""
+    return build_automation(current_settings())
+
+
+_BUILT = {"PROFILE_TAGS": "profile_tags", "ingest_job": "ingest_job", "history_job": "history_job",
+          "retrain_job": "retrain_job", "landing_sensor": "landing_sensor",
+          "history_sensor": "history_sensor", "retrain_schedule": "retrain_schedule",
+          "automation_sensor": "automation_sensor"}
+
+
+def __getattr__(name: str):
+    """``automation.ingest_job`` and the others: built on first use, not at import."""
+    if name in _BUILT:
+        return getattr(automation(), _BUILT[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def landing_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage):
@@ -56,13 +148,8 @@ def landing_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage):
     return new, requests, adds
 
 
-@dg.sensor(
-    job=ingest_job,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=int(os.environ.get("FOXHUNT_LANDING_INTERVAL", "15")),
-    description="Registers new DBN files in the landing zone as partitions and ingests each once.",
-)
-def landing_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
+def landing_tick(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
+    """One tick of the landing sensor: register and ingest the new landed files."""
     new, requests, adds = landing_run_requests(context.instance, storage)
     seen = json.loads(context.cursor) if context.cursor else {"registered": 0}
     # files of another extension are reported once each, not on every tick
@@ -87,17 +174,15 @@ def history_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage, 
     materialized since ``cursor`` (an event storage id) hold, and the stored dates late data
     left stale, once no ingest run is active, so a burst of landed files becomes one rebuild
     (one run per cluster of dates: a hole in the data is not planned as empty partitions)."""
-    from foxhunt_pipeline.storage import continuous_dates
-
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("raw_bars"), after_storage_id=cursor), limit=10_000
     ).records
     stale = continuous_dates.stale_dates(storage.warehouse_root)
     if not records and not stale:
         return [], cursor
-    if instance.get_runs_count(dg.RunsFilter(job_name=ingest_job.name, statuses=ACTIVE)):
+    if instance.get_runs_count(dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE)):
         return [], cursor  # more files are being ingested: wait and take them all at once
-    if stale and instance.get_runs_count(dg.RunsFilter(job_name=history_job.name, statuses=ACTIVE)):
+    if stale and instance.get_runs_count(dg.RunsFilter(job_name=HISTORY_JOB, statuses=ACTIVE)):
         return [], cursor  # the stale dates may be the ones a running rebuild is writing
     last = max((r.storage_id for r in records), default=cursor)
     days = continuous_dates.touched_dates(
@@ -109,37 +194,10 @@ def history_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage, 
             for a, b in spans], last
 
 
-@dg.sensor(
-    job=history_job,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=int(os.environ.get("FOXHUNT_LANDING_INTERVAL", "15")),
-    description="After files are ingested, rebuilds continuous_bars and features for the trade "
-    "dates they hold (plus the date before) and the stored dates late data moved the front of, "
-    "in one run per burst of landed files and cluster of dates.",
-)
-def history_sensor(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
+def history_tick(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
+    """One tick of the history sensor: the rebuilds newly ingested files call for."""
     requests, cursor = history_run_requests(context.instance, storage, int(context.cursor or 0))
     if not requests:
         return dg.SensorResult(skip_reason="no newly ingested file or stale date to carry downstream",
                                cursor=str(cursor))
     return dg.SensorResult(run_requests=requests, cursor=str(cursor))
-
-
-retrain_schedule = dg.ScheduleDefinition(
-    name="weekly_retraining",
-    job=retrain_job,
-    cron_schedule=os.environ.get("FOXHUNT_RETRAIN_CRON", "0 4 * * 6"),
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Retrains every model on the latest dataset (cron from FOXHUNT_RETRAIN_CRON).",
-)
-
-automation_sensor = dg.AutomationConditionSensorDefinition(
-    "foxhunt_automation",
-    target=dg.AssetSelection.all(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=int(os.environ.get("FOXHUNT_AUTOMATION_INTERVAL", "30")),
-    run_tags=PROFILE_TAGS,
-    description="Declarative automation: each asset updates when its upstream changed and the "
-    "upstream's blocking checks passed.",
-)

@@ -29,6 +29,8 @@ ASSET_MODULES = [ingestion, features, training, agents, ensemble, evaluation, le
 
 
 def build_resources() -> dict[str, object]:
+    """The resources every asset gets; ``MLFLOW_TRACKING_URI`` (a tracking server) is read here,
+    when the code location starts."""
     return {
         "storage": FoxhuntStorage(),
         "mlflow": MLflowResource(tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
@@ -46,13 +48,18 @@ def all_checks() -> list:
     return list(dg.load_asset_checks_from_modules(ASSET_MODULES))
 
 
-load_settings()  # the code location starts: read the environment once
+def build_definitions() -> dg.Definitions:
+    """The code location starts: read the environment once (``load_settings``), then build the
+    jobs, sensors and schedule from those settings, and the resources."""
+    auto = sensors.build_automation(load_settings())
+    return dg.Definitions(
+        assets=all_assets(),
+        asset_checks=all_checks(),
+        jobs=[auto.ingest_job, auto.history_job, auto.retrain_job],
+        sensors=[auto.landing_sensor, auto.history_sensor, auto.automation_sensor],
+        schedules=[auto.retrain_schedule],
+        resources=build_resources(),
+    )
 
-defs = dg.Definitions(
-    assets=all_assets(),
-    asset_checks=all_checks(),
-    jobs=[sensors.ingest_job, sensors.history_job, sensors.retrain_job],
-    sensors=[sensors.landing_sensor, sensors.history_sensor, sensors.automation_sensor],
-    schedules=[sensors.retrain_schedule],
-    resources=build_resources(),
-)
+
+defs = build_definitions()

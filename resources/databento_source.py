@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import databento as db
 
 from models.atomic import atomic_write
 
@@ -42,7 +43,6 @@ def download_to_landing(
         )
     date.fromisoformat(start[:10])
     date.fromisoformat(end[:10])
-    import databento as db
 
     landing.mkdir(parents=True, exist_ok=True)
     name = landed_name(dataset, schema, start, end)

@@ -1,11 +1,17 @@
 """A small MLflow resource (dagster-mlflow pins older dagster): one run per materialization,
-SQLite store and artifacts under ``$FOXHUNT_HOME/mlflow`` by default."""
+SQLite store and artifacts under ``$FOXHUNT_HOME/mlflow`` by default.
+
+``mlflow`` itself is imported inside the methods that talk to it: it takes seconds to
+import, and the ``foxhunt`` command imports this module for ``rebase_local_store`` and
+``UI_URL_ENV`` without needing it."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import sqlite3
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +43,7 @@ class MLflowResource(dg.ConfigurableResource):
         return self.tracking_uri or self._paths().mlflow_tracking_uri
 
     def client(self):
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # lazy: see the module docstring
 
         if not self.tracking_uri:
             rebase_local_store(self._paths())
@@ -49,10 +55,16 @@ class MLflowResource(dg.ConfigurableResource):
         if exp is not None:
             return exp.experiment_id
         location = None if self.tracking_uri else self._paths().mlflow_artifacts.as_uri()
+        from mlflow.exceptions import MlflowException  # lazy: see the module docstring
+
         try:
             return client.create_experiment(self.experiment, artifact_location=location)
-        except Exception:  # created concurrently by another step
-            return client.get_experiment_by_name(self.experiment).experiment_id
+        except MlflowException as e:  # created concurrently by another step
+            exp = client.get_experiment_by_name(self.experiment)
+            if exp is None:
+                raise
+            dg.get_dagster_logger().info(f"experiment {self.experiment} created meanwhile ({e.error_code})")
+            return exp.experiment_id
 
     @contextlib.contextmanager
     def start_run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator[TrackedRun]:
@@ -74,10 +86,15 @@ class MLflowResource(dg.ConfigurableResource):
         return f"{base.rstrip('/')}/#/experiments/{self.experiment_id()}/runs/{run_id}"
 
     def latest_version(self, model_name: str) -> Any | None:
+        """The newest version of ``model_name``; ``None`` when it has none or the registry
+        cannot say (the cause logged)."""
+        from mlflow.exceptions import MlflowException  # lazy: see the module docstring
+
         client = self.client()
         try:
             versions = client.search_model_versions(f"name='{model_name}'")
-        except Exception:
+        except MlflowException as e:
+            dg.get_dagster_logger().warning(f"versions of {model_name} unreadable: {e.error_code}: {e.message}")
             return None
         return max(versions, key=lambda v: int(v.version), default=None)
 
@@ -93,8 +110,6 @@ def rebase_local_store(paths: FoxhuntPaths) -> int:
     """MLflow stores absolute artifact locations; when the home was moved or copied, point
     every one under the old ``<home>/mlflow/artifacts`` at this home's, so nothing is read
     from or written into the old place. Once per process and store; returns rows changed."""
-    import sqlite3
-
     db = paths.mlflow_dir / "mlflow.db"
     key = str(db)
     if key in _rebased or not db.exists():
@@ -135,9 +150,7 @@ class TrackedRun:
             self.client.log_param(self.run_id, k, str(v)[:500])
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        import time
-
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # lazy: see the module docstring
 
         now = int(time.time() * 1000)
         batch = [
@@ -164,7 +177,7 @@ class TrackedRun:
 
     def register(self, model_name: str, artifact_path: str, tags: Mapping[str, str] | None = None) -> str:
         """Registers the logged artifact directory as a new model version; returns the version."""
-        from mlflow.exceptions import MlflowException
+        from mlflow.exceptions import MlflowException  # lazy: see the module docstring
 
         with contextlib.suppress(MlflowException):
             self.client.create_registered_model(model_name)

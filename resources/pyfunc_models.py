@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
+import numpy as np
 import pandas as pd
 import polars as pl
+from mlflow.models import infer_signature
+from mlflow.types.schema import AnyType, ColSpec, Schema
+
+from foxhunt_pipeline.serving.loaded import LoadedModel
 
 MODEL_ARTIFACT = "model"  # the run-relative folder each registered version points at
 
@@ -26,8 +31,6 @@ class FoxhuntModel(mlflow.pyfunc.PythonModel):
     pandas frame of ``features`` rows of one or more roots (at least ``lookback`` per root)."""
 
     def load_context(self, context: Any) -> None:
-        from foxhunt_pipeline.serving.loaded import LoadedModel
-
         self.model = LoadedModel.load(context.artifacts["model"])
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -46,7 +49,6 @@ def input_example(artifact: Path, features: pl.LazyFrame | pl.DataFrame | None) 
     signature then agree on types); ``None`` when the table cannot give them."""
     if features is None:
         return None
-    from foxhunt_pipeline.serving.loaded import LoadedModel
 
     model = LoadedModel.load(artifact)
     lf = features.lazy()
@@ -71,13 +73,8 @@ def log_pyfunc_model(run: Any, artifact: Path, *, input_frame: pd.DataFrame | No
     """Save the wrapper with ``artifact`` as an MLflow model (signature inferred from a real
     prediction on ``input_frame``), log it under ``artifact_path`` of the tracked run; returns
     the run-relative path to register."""
-    from mlflow.models import infer_signature
-    from mlflow.types.schema import AnyType, ColSpec, Schema
-
     signature = None
     if input_frame is not None:
-        from foxhunt_pipeline.serving.loaded import LoadedModel
-
         out = LoadedModel.load(artifact).predict(pl.from_pandas(input_frame)).to_pandas()
         with warnings.catch_warnings():  # the hint on integer columns: contract_seq is never null
             warnings.simplefilter("ignore", UserWarning)
@@ -150,8 +147,6 @@ def model_card(family: str, precision: str, training_meta: Mapping[str, Any], *,
 
 def data_range_of(data: Any) -> tuple[str, str] | None:
     """First and last bar of all splits of a ``TrainingData``, ISO UTC."""
-    import numpy as np
-
     ts = [np.asarray(s.ts_event) for s in data.splits.values() if s.n_rows]
     if not ts:
         return None

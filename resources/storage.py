@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+import duckdb
+import polars as pl
 from pydantic import PrivateAttr
 from upath import UPath
 
 from foxhunt_pipeline.config.paths import FoxhuntPaths
-from foxhunt_pipeline.storage import object_store
+from foxhunt_pipeline.storage import artifact_sync, model_store, object_store, warehouse
 from foxhunt_pipeline.storage import scratch as scratch_area
 
 
@@ -82,8 +84,6 @@ class FoxhuntStorage(dg.ConfigurableResource):
     def current_model(self, family: str) -> tuple[dict, Path, Path]:
         """(pointer, local checkpoint path, local run directory) of the family's current model,
         downloaded to the local cache first when the checkpoints live in object storage."""
-        from foxhunt_pipeline.storage import model_store
-
         pointer = model_store.current(self.checkpoints_root, family)
         cache = self.scratch / "cache" / "checkpoints"
         return (pointer, model_store.local_checkpoint(pointer, cache),
@@ -92,8 +92,6 @@ class FoxhuntStorage(dg.ConfigurableResource):
     def store_run_outputs(self, pointer: dict, run_dir: Path, outputs: Path) -> str:
         """Make ``outputs`` (a directory inside the local ``run_dir``, e.g. evaluation plots)
         durable beside the run; returns its location."""
-        from foxhunt_pipeline.storage import artifact_sync, model_store
-
         where = pointer.get("run_dir")
         if where is None or artifact_sync.local_path(where) is not None:
             return str(outputs)
@@ -103,8 +101,6 @@ class FoxhuntStorage(dg.ConfigurableResource):
     def append_rows(self, table: str, rows, part_name: str) -> None:
         """Append to an append-only table (``model_evaluations``): the DuckDB table locally;
         on a store one parquet object per call, then the catalogue's view over them."""
-        from foxhunt_pipeline.storage import warehouse
-
         root = self.warehouse_root
         if object_store.is_local(root):
             warehouse.append_duckdb_table(self.duckdb_path, table, rows)
@@ -118,9 +114,6 @@ class FoxhuntStorage(dg.ConfigurableResource):
 
     def read_rows(self, table: str):
         """All rows of an append-only table as a polars frame (empty when none were written)."""
-        import duckdb
-        import polars as pl
-
         root = self.warehouse_root
         if not object_store.is_local(root):
             return object_store.read_table_parts(root, table)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dagster as dg
+import torch
+
+from models.training.device import select_device
 
 
 class TorchDevice(dg.ConfigurableResource):
@@ -12,10 +15,6 @@ class TorchDevice(dg.ConfigurableResource):
     threads: int = 0
 
     def choose(self):
-        import torch
-
-        from models.training.device import select_device
-
         if self.threads > 0:
             torch.set_num_threads(self.threads)
         return select_device(self.prefer)

@@ -1,4 +1,8 @@
-"""The ``foxhunt`` command line: generate data, materialize, run the demo, open the UI."""
+"""The ``foxhunt`` command line: generate data, materialize, run the demo, open the UI.
+
+Each command imports what only it needs (dagster, the definitions, torch, MLflow, polars,
+duckdb, the generator) inside its function: those take seconds to import, and ``foxhunt
+--help`` or a command that does not need them starts in a fraction of a second."""
 
 from __future__ import annotations
 
@@ -10,12 +14,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import click
 
+from foxhunt_pipeline.cli.errors import one_line
+from foxhunt_pipeline.cli.instance import get_instance
+from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
+from foxhunt_pipeline.config import home_profile
 from foxhunt_pipeline.config.paths import FoxhuntPaths
+from foxhunt_pipeline.config.profiles import PROFILE_ENV
+from foxhunt_pipeline.config.settings import load_settings
 
 
 def _paths(home: str | None) -> FoxhuntPaths:
@@ -34,8 +44,6 @@ class FaultReportingGroup(click.Group):
     catalogue) end a command with one line instead of a traceback; bugs keep theirs."""
 
     def invoke(self, ctx: click.Context):
-        from foxhunt_pipeline.cli.errors import one_line
-
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
@@ -55,11 +63,7 @@ profile_option = click.option(
 
 def _profile(explicit: str | None, paths: FoxhuntPaths) -> str:
     """The active profile, said out loud, and exported for the code location to read."""
-    from foxhunt_pipeline.config.home_profile import has_gpu, resolve_profile
-    from foxhunt_pipeline.config.profiles import PROFILE_ENV
-    from foxhunt_pipeline.config.settings import load_settings
-
-    name, why = resolve_profile(explicit, paths.home, has_gpu=has_gpu())
+    name, why = home_profile.resolve_profile(explicit, paths.home, has_gpu=home_profile.has_gpu())
     click.echo(f"profile: {name} ({why})")
     os.environ[PROFILE_ENV] = name  # for `dagster dev` and its run workers
     load_settings(profile=name)
@@ -69,8 +73,6 @@ def _profile(explicit: str | None, paths: FoxhuntPaths) -> str:
 @click.group(cls=FaultReportingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """foxhunt-pipeline: Databento DBN futures bars to trained, evaluated, quantized models."""
-    from foxhunt_pipeline.config.settings import load_settings
-
     load_settings()  # the CLI starts: read the environment once
 
 
@@ -174,10 +176,9 @@ def tune(family, trials, timeout_s, study, profile, home) -> None:
 def demo(days, fast, seed, home) -> None:
     """Generate a small data set, materialize the whole graph, print the leaderboard."""
     from foxhunt_pipeline.cli.runner import run_demo
-    from foxhunt_pipeline.config.home_profile import store_profile
 
     paths = _paths(home)
-    store_profile(paths.home, "fast" if fast else "demo")  # what `foxhunt ui` keeps using here
+    home_profile.store_profile(paths.home, "fast" if fast else "demo")  # what `foxhunt ui` keeps using here
     # --fast: 8 UTC days hold ~6 trade dates, enough for the train / validation / test split
     # and the fast profile's 2 walk-forward folds (5 days held 4 and failed the split)
     ok = run_demo(paths, days=days or (8 if fast else 12), fast=fast, seed=seed, echo=click.echo)
@@ -194,7 +195,6 @@ def demo(days, fast, seed, home) -> None:
 def ui(port, host, mlflow_port, profile, home) -> None:
     """Start the Dagster UI (webserver + daemon) on the persistent instance, and the MLflow UI
     on the home's tracking store next to it."""
-    from foxhunt_pipeline.cli.instance import get_instance
     from foxhunt_pipeline.cli.runner import recover
 
     paths = _paths(home)
@@ -211,7 +211,6 @@ def ui(port, host, mlflow_port, profile, home) -> None:
     if server.startswith(("http://", "https://")):
         click.echo(f"MLflow: {server} (MLFLOW_TRACKING_URI)")
     else:
-        from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
         from resources.mlflow_tracking import UI_URL_ENV
 
         mlflow_proc, ui_url = start_mlflow_ui(paths, host, mlflow_port or port + 1)
@@ -362,11 +361,17 @@ def _model_source(client, model: str) -> str:
     return client.get_model_version_download_uri(name, version)
 
 
+def _utc(text: str) -> datetime:
+    """An ``--start`` / ``--end`` ISO date or datetime; one without a zone is UTC."""
+    out = datetime.fromisoformat(text)
+    return out if out.tzinfo is not None else out.replace(tzinfo=UTC)
+
+
 def _predict(artifact: Path, features_path: Path, *, root, start, end):
     import polars as pl
 
     from foxhunt_pipeline.serving.loaded import LoadedModel
-    from foxhunt_pipeline.serving.predict import _as_utc, features_files, predict_from_parquet
+    from foxhunt_pipeline.serving.predict import features_files, predict_from_parquet
 
     loaded = LoadedModel.load(artifact)
     if loaded.kind == "forecaster":
@@ -376,9 +381,9 @@ def _predict(artifact: Path, features_path: Path, *, root, start, end):
         lf = lf.filter(pl.col("root") == root)
     out = loaded.predict(lf.select(loaded.input_columns).sort("root", "ts_event").collect())
     if start:
-        out = out.filter(pl.col("ts_event") >= _as_utc(start))
+        out = out.filter(pl.col("ts_event") >= _utc(start))
     if end:
-        out = out.filter(pl.col("ts_event") <= _as_utc(end))
+        out = out.filter(pl.col("ts_event") <= _utc(end))
     return out
 
 

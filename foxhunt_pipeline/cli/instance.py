@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 from foxhunt_pipeline.config.paths import FoxhuntPaths
+from models.atomic import atomic_write
 
 GPU_POOL = "gpu"
 GPU_POOL_LIMIT = 1
@@ -54,18 +56,16 @@ def ensure_dagster_home(paths: FoxhuntPaths, max_concurrent_runs: int | None = N
 def _unpin_base_dir(cfg: Path) -> None:
     """A yaml from before homes could move names its storage by absolute path: point it at
     ``DAGSTER_HOME`` instead (only that line changes), so runs never land in the old home."""
-    import re
-
     text = cfg.read_text()
     fixed = re.sub(r"(?m)^(\s*base_dir:\s*)(/\S*)\s*$", r"\1{env: DAGSTER_HOME}", text)
     if fixed != text:
-        from models.atomic import atomic_write
-
         atomic_write(cfg, lambda p: p.write_text(fixed))
 
 
 def get_instance(paths: FoxhuntPaths | None = None):
     """The persistent instance, with the gpu pool's limit recorded in its storage."""
+    # lazy: dagster takes about a second to import, and the `foxhunt` command imports this
+    # module at start (commands that need no instance start without it)
     from dagster import DagsterInstance
 
     paths = paths or FoxhuntPaths.from_env()

@@ -18,6 +18,7 @@ NO_JOB_EXECUTION = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 def start_mlflow_ui(paths: FoxhuntPaths, host: str, port: int, **popen: Any) -> tuple[subprocess.Popen, str]:
     """Start ``mlflow ui`` in its own process group (stop it with ``os.killpg``); returns the
     process and the URL to put in ``FOXHUNT_MLFLOW_UI_URL`` for the runs that write links."""
+    # lazy: the resource module imports dagster; the `foxhunt` command imports this one at start
     from resources.mlflow_tracking import rebase_local_store
 
     rebase_local_store(paths)  # a moved home's store points at this home before anyone reads it

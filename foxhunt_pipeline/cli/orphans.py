@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import dagster as dg
+
 from foxhunt_pipeline.storage.scratch import pid_alive
 from models.atomic import host_tag
 
@@ -28,8 +30,6 @@ def owner_tags() -> dict[str, str]:
 
 
 def _executor_pid(instance, run_id: str) -> int | None:
-    import dagster as dg
-
     records = instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=50).records
     for record in records:
@@ -52,8 +52,6 @@ def run_owner(instance, run) -> tuple[str | None, int | None]:
 
 def fail_orphaned_runs(instance) -> list[str]:
     """Report failed every unfinished run whose process is dead; returns their run ids."""
-    import dagster as dg
-
     # NOT_STARTED too: a CLI run is created, then started by the same process (a queued
     # run of the daemon is QUEUED, and has no process recorded yet in any case)
     unfinished = instance.get_runs(filters=dg.RunsFilter(statuses=[

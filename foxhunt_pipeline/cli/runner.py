@@ -5,18 +5,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
+import dagster as dg
+
+from assets.common import WARNINGS
+from foxhunt_pipeline.automation import RANGE_END, RANGE_START
+from foxhunt_pipeline.cli.console import console_without_traces
+from foxhunt_pipeline.cli.errors import project_error
+from foxhunt_pipeline.cli.instance import get_instance
 from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.settings import load_settings
 from foxhunt_pipeline.ingest.landing import (
     PARTITIONS_NAME,
+    landed_file_names,
     skipped_file_names,
     skipped_message,
     unregistered,
 )
+from foxhunt_pipeline.storage import continuous_dates
+from foxhunt_pipeline.storage.continuous_dates import RUN_BREAK_DAYS
+from foxhunt_pipeline.storage.object_store import is_local, landing_root, put_file, warehouse_root
+from foxhunt_pipeline.storage.trade_dates import partition_key_of, stored_dates
+from resources.storage import FoxhuntStorage
 
 Echo = Callable[[str], None]
 # the console logger of CLI runs (foxhunt_pipeline.cli.console): configured, so it is used
@@ -31,8 +46,6 @@ INGEST_BATCH = 100
 def parse_selection(selection: list[str]):
     """Dagster selection strings; ``*`` / ``all`` is every asset but the groups that run only
     when named (``NOT_BY_DEFAULT``)."""
-    import dagster as dg
-
     everything = dg.AssetSelection.all() - dg.AssetSelection.groups(*NOT_BY_DEFAULT)
     sel = None
     for s in selection:
@@ -43,8 +56,6 @@ def parse_selection(selection: list[str]):
 
 def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
     """The same registration the landing sensor does, for runs started by hand."""
-    from foxhunt_pipeline.storage.object_store import landing_root
-
     new = unregistered(landing_root(home=paths.home), instance.get_dynamic_partitions(PARTITIONS_NAME))
     if new:
         instance.add_dynamic_partitions(PARTITIONS_NAME, new)
@@ -52,8 +63,6 @@ def register_landed_files(instance, paths: FoxhuntPaths) -> list[str]:
 
 
 def skipped_landed_files(paths: FoxhuntPaths) -> list[str]:
-    from foxhunt_pipeline.storage.object_store import landing_root
-
     return skipped_file_names(landing_root(home=paths.home))
 
 
@@ -74,16 +83,48 @@ def materialize_selection(
     then the stored dates late data left stale, then the rest of the selection in one run
     (with ``run_config``), printing the leaderboard when that run built it. Each run's line is
     followed by its warnings. Returns False if any step or blocking check failed."""
-    import dagster as dg
-
-    from foxhunt_pipeline.automation import RANGE_END, RANGE_START
-    from foxhunt_pipeline.cli.console import console_without_traces
-    from foxhunt_pipeline.cli.instance import get_instance
+    # lazy: the definitions load every asset module (torch, MLflow: seconds); `foxhunt ui`
+    # and the other commands that use this module without materializing start without them
     from foxhunt_pipeline.definitions import defs
 
     load_settings(profile=profile)  # run configs take their size defaults from it
 
     instance = get_instance(paths)
+    _prepare(instance, paths, echo)
+    graph = defs.resolve_asset_graph()
+    keys = parse_selection(selection).resolve(graph)
+    raw_key = dg.AssetKey("raw_bars")
+    # failed steps log one line here; the summary below says why (traces: the event log)
+    job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
+    runs = _Runs(job, instance, {"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()}, echo)
+    ok = True
+    todo: list[str] = []
+    if raw_key in keys:
+        partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
+        todo = partitions if all_partitions else _unmaterialized(instance, raw_key, partitions)
+        ok &= _ingest(runs, raw_key, partitions, todo)
+    dated, rest = _dated_and_rest(graph, keys, raw_key)
+    if dated:
+        spans = dated_ranges(instance, paths, dated, todo, all_partitions=all_partitions,
+                             date_from=date_from, date_to=date_to)
+        ok &= _materialize_dated(runs, paths, dated, spans, date_from, date_to)
+    if rest:
+        ok &= _materialize_rest(runs, paths, rest, run_config)
+    return ok
+
+
+def _dated_and_rest(graph, keys: set, raw_key) -> tuple[list, list]:
+    """The selected assets after raw_bars, in dependency order: the trade-date partitioned
+    ones and the others."""
+    dated = [k for k in graph.toposorted_asset_keys
+             if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
+    rest = [k for k in keys if k != raw_key and k not in dated]
+    return dated, [k for k in graph.toposorted_asset_keys if k in set(rest)]
+
+
+def _prepare(instance, paths: FoxhuntPaths, echo: Echo) -> None:
+    """Before any run: fail what killed runs left, register the landed files the landing
+    sensor has not seen and say which landed files are not ingested (wrong extension)."""
     recover(instance, paths, echo)
     new = register_landed_files(instance, paths)
     if new:
@@ -91,90 +132,97 @@ def materialize_selection(
     skipped = skipped_landed_files(paths)
     if skipped:
         echo(skipped_message(skipped))
-    graph = defs.resolve_asset_graph()
-    keys = parse_selection(selection).resolve(graph)
-    raw_key = dg.AssetKey("raw_bars")
-    # failed steps log one line here; the summary below says why (traces: the event log)
-    job = defs.resolve_implicit_global_asset_job_def().with_logger_defs({"console": console_without_traces})
-    tags = {"foxhunt/started_by": "cli", "foxhunt/profile": profile, **owner_tags()}
-    ok = True
-    todo: list[str] = []
-    if raw_key in keys:
-        partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
-        todo = partitions if all_partitions else _unmaterialized(instance, raw_key, partitions)
 
-        def ingest_one(key: str, label: str) -> bool:
-            t0 = time.perf_counter()
-            res = job.execute_in_process(
-                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], partition_key=key,
-                raise_on_error=False, tags=tags,
-            )
-            return _report(res, f"raw_bars[{key}] ({label})", t0, echo)
 
-        for batch in ingest_batches(partitions, todo):
-            if len(batch) == 1:
-                ok &= ingest_one(batch[0], f"{todo.index(batch[0]) + 1}/{len(todo)}")
-                continue
-            t0 = time.perf_counter()
-            res = job.execute_in_process(
-                run_config=CLI_LOGGERS, instance=instance, asset_selection=[raw_key], raise_on_error=False,
-                tags={**tags, RANGE_START: batch[0], RANGE_END: batch[-1]},
-            )
-            if res.success:
-                _report(res, f"raw_bars[{batch[0]} .. {batch[-1]}] ({len(batch)} files)", t0, echo)
-                continue
-            # a file of the batch failed: each file on its own, so each gets its own result
-            echo(f"[..] raw_bars: a file of {batch[0]} .. {batch[-1]} failed; ingesting them one by one")
-            for key in batch:
-                ok &= ingest_one(key, f"{todo.index(key) + 1}/{len(todo)}")
-    dated = [k for k in graph.toposorted_asset_keys
-             if k in keys and k != raw_key and graph.get(k).partitions_def is not None]
-    if dated:
-        names = ", ".join(k.to_user_string() for k in dated)
+@dataclass(frozen=True)
+class _Runs:
+    """What every run of one ``materialize_selection`` shares: the job, the instance, the
+    tags and where the report lines go."""
 
-        def run_spans(spans: list[tuple[str, str]]) -> bool:
-            """One run per span: a hole in the data splits the dates into runs, so no run
-            plans the empty partitions in between."""
-            good = True
-            for first, last in spans:
-                t0 = time.perf_counter()
-                res = job.execute_in_process(
-                    run_config=CLI_LOGGERS, instance=instance, asset_selection=dated, raise_on_error=False,
-                    tags={**tags, RANGE_START: first, RANGE_END: last},
-                )
-                good &= _report(res, f"{names} [{first} .. {last}]", t0, echo)
-            return good
+    job: Any
+    instance: Any
+    tags: dict
+    echo: Echo
 
-        spans = dated_ranges(instance, paths, dated, todo, all_partitions=all_partitions,
-                             date_from=date_from, date_to=date_to)
-        if not spans and (date_from or date_to):
-            echo(f"{names}: no trade date with data in {date_from or 'start'} .. {date_to or 'end'}")
-        elif not spans:
-            echo(f"{names}: every trade date is up to date")
-        else:
-            ok &= run_spans(spans)
-        if dg.AssetKey("continuous_bars") in dated:
-            # late data that moved a roll: the stored dates after it are rebuilt now, not left
-            # inconsistent (at most twice: a rebuild moves no front, so it needs no third)
-            for _ in range(2):
-                stale = stale_spans(paths)
-                if not stale:
-                    break
-                echo(f"late data moved the front of stored trade dates {stale[0][0]} .. {stale[-1][1]}: "
-                     "rebuilding them")
-                ok &= run_spans(stale)
-    rest = [k for k in keys if k != raw_key and k not in dated]
-    if rest:
-        ordered = [k for k in graph.toposorted_asset_keys if k in set(rest)]
+    def execute(self, selection: list, *, tags: dict | None = None,
+                run_config: dict | None = None, partition_key: str | None = None):
+        """One in-process run of ``selection`` (errors reported, not raised)."""
+        return self.job.execute_in_process(
+            run_config=CLI_LOGGERS if run_config is None else run_config, instance=self.instance,
+            asset_selection=selection, raise_on_error=False, tags={**self.tags, **(tags or {})},
+            **({} if partition_key is None else {"partition_key": partition_key}))
+
+
+def _ingest(runs: _Runs, raw_key, partitions: list[str], todo: list[str]) -> bool:
+    """raw_bars of the ``todo`` landed files, a batch of consecutive files per run; a batch
+    that fails is run again one file per run, so each file gets its own result."""
+    def ingest_one(key: str) -> bool:
         t0 = time.perf_counter()
-        res = job.execute_in_process(
-            instance=instance, asset_selection=ordered, raise_on_error=False, tags=tags,
-            run_config={**CLI_LOGGERS, **(run_config or {})},
-        )
-        ok &= _report(res, ", ".join(k.to_user_string() for k in ordered), t0, echo)
-        if dg.AssetKey(LEADERBOARD) in ordered and _materialized(res, LEADERBOARD):
-            echo("")
-            echo(leaderboard_text(paths))
+        res = runs.execute([raw_key], partition_key=key)
+        return _report(res, f"raw_bars[{key}] ({todo.index(key) + 1}/{len(todo)})", t0, runs.echo)
+
+    ok = True
+    for batch in ingest_batches(partitions, todo):
+        if len(batch) == 1:
+            ok &= ingest_one(batch[0])
+            continue
+        t0 = time.perf_counter()
+        res = runs.execute([raw_key], tags={RANGE_START: batch[0], RANGE_END: batch[-1]})
+        if res.success:
+            _report(res, f"raw_bars[{batch[0]} .. {batch[-1]}] ({len(batch)} files)", t0, runs.echo)
+            continue
+        runs.echo(f"[..] raw_bars: a file of {batch[0]} .. {batch[-1]} failed; ingesting them one by one")
+        for key in batch:
+            ok &= ingest_one(key)
+    return ok
+
+
+def _materialize_dated(runs: _Runs, paths: FoxhuntPaths, dated: list, spans: list[tuple[str, str]],
+                       date_from: date | None, date_to: date | None) -> bool:
+    """The trade-date partitioned assets over ``spans``, then the stored dates that late data
+    which moved a roll left stale."""
+    names = ", ".join(k.to_user_string() for k in dated)
+
+    def run_spans(spans: list[tuple[str, str]]) -> bool:
+        """One run per span: a hole in the data splits the dates into runs, so no run
+        plans the empty partitions in between."""
+        good = True
+        for first, last in spans:
+            t0 = time.perf_counter()
+            res = runs.execute(dated, tags={RANGE_START: first, RANGE_END: last})
+            good &= _report(res, f"{names} [{first} .. {last}]", t0, runs.echo)
+        return good
+
+    ok = True
+    if not spans and (date_from or date_to):
+        runs.echo(f"{names}: no trade date with data in {date_from or 'start'} .. {date_to or 'end'}")
+    elif not spans:
+        runs.echo(f"{names}: every trade date is up to date")
+    else:
+        ok &= run_spans(spans)
+    if dg.AssetKey("continuous_bars") in dated:
+        # late data that moved a roll: the stored dates after it are rebuilt now, not left
+        # inconsistent (at most twice: a rebuild moves no front, so it needs no third)
+        for _ in range(2):
+            stale = stale_spans(paths)
+            if not stale:
+                break
+            runs.echo(f"late data moved the front of stored trade dates {stale[0][0]} .. {stale[-1][1]}: "
+                      "rebuilding them")
+            ok &= run_spans(stale)
+    return ok
+
+
+def _materialize_rest(runs: _Runs, paths: FoxhuntPaths, ordered: list,
+                      run_config: dict | None) -> bool:
+    """The unpartitioned assets in one run (with ``run_config``); the leaderboard printed
+    when the run built it."""
+    t0 = time.perf_counter()
+    res = runs.execute(ordered, run_config={**CLI_LOGGERS, **(run_config or {})})
+    ok = _report(res, ", ".join(k.to_user_string() for k in ordered), t0, runs.echo)
+    if dg.AssetKey(LEADERBOARD) in ordered and _materialized(res, LEADERBOARD):
+        runs.echo("")
+        runs.echo(leaderboard_text(paths))
     return ok
 
 
@@ -182,25 +230,18 @@ LEADERBOARD = "model_leaderboard"
 
 
 def _materialized(result, asset: str) -> bool:
-    import dagster as dg
-
     return any(e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
                and e.asset_key == dg.AssetKey(asset) for e in result.all_events)
 
 
 def stale_spans(paths: FoxhuntPaths) -> list[tuple[str, str]]:
     """Partition ranges of the stored dates whose front late data moved (none: [])."""
-    from foxhunt_pipeline.storage import continuous_dates
-    from foxhunt_pipeline.storage.object_store import warehouse_root
-
     root = warehouse_root(home=paths.home)
     return continuous_dates.rebuild_spans(root, continuous_dates.stale_dates(root))
 
 
 def recover(instance, paths: FoxhuntPaths, echo: Echo = print) -> None:
     """What a killed process left: its runs are marked failed, its temp files removed."""
-    from resources.storage import FoxhuntStorage
-
     for run_id in fail_orphaned_runs(instance):
         echo(f"run {run_id[:8]} was left unfinished by a process that is gone: marked failed")
     removed = FoxhuntStorage(home=str(paths.home)).sweep(force=True)
@@ -217,10 +258,6 @@ def dated_ranges(instance, paths: FoxhuntPaths, dated: list, ingested: list[str]
     files hold, the dates with raw data never materialized and the dates late data left
     stale, each cluster widened by the stored date before it (its last targets need the new
     date's first bars). Empty when nothing needs a rebuild."""
-    from foxhunt_pipeline.storage import continuous_dates
-    from foxhunt_pipeline.storage.object_store import warehouse_root
-    from foxhunt_pipeline.storage.trade_dates import partition_key_of, stored_dates
-
     root = warehouse_root(home=paths.home)
     have = continuous_dates.all_dates(root)
     if date_from is not None or date_to is not None:
@@ -243,8 +280,6 @@ def dated_ranges(instance, paths: FoxhuntPaths, dated: list, ingested: list[str]
 
 
 def _date_clusters(days: list[date]) -> list[tuple[date, date]]:
-    from foxhunt_pipeline.storage.continuous_dates import RUN_BREAK_DAYS
-
     out: list[tuple[date, date]] = []
     for d in sorted(days):
         if out and (d - out[-1][1]).days <= RUN_BREAK_DAYS:
@@ -282,10 +317,6 @@ def _report(result, label: str, t0: float, echo: Echo) -> bool:
     """One line per run, then what failed: each failed check with its reason and first
     failing rows, each failed step with the project's own error (not Dagster's wrapper,
     not the innermost library exception)."""
-    import dagster as dg
-
-    from foxhunt_pipeline.cli.errors import project_error
-
     evaluations = [e.event_specific_data for e in result.all_events
                    if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
                    and not e.event_specific_data.passed]
@@ -321,10 +352,6 @@ MAX_WARNINGS = 20
 
 def run_warnings(result) -> list[str]:
     """The ``warnings`` metadata of every asset the run materialized, in order, once each."""
-    import dagster as dg
-
-    from assets.common import WARNINGS
-
     said: dict[str, None] = {}
     for e in result.all_events:
         if e.event_type != dg.DagsterEventType.ASSET_MATERIALIZATION:
@@ -347,8 +374,7 @@ def _check_line(evaluation, limit: int = 400) -> str:
 
 def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Echo = print) -> bool:
     """Fresh data if the landing zone is empty, the whole graph, then the leaderboard."""
-    from foxhunt_pipeline.ingest.landing import landed_file_names
-    from foxhunt_pipeline.storage.object_store import is_local, landing_root, put_file
+    # lazy: the generator takes seconds to import and only the demo needs it
     from foxhunt_pipeline.synthetic.generate import generate
 
     t0 = time.perf_counter()
@@ -376,8 +402,6 @@ def run_demo(paths: FoxhuntPaths, *, days: int, fast: bool, seed: int, echo: Ech
 
 
 def leaderboard_text(paths: FoxhuntPaths) -> str:
-    from foxhunt_pipeline.storage.object_store import warehouse_root
-
     path = warehouse_root(home=paths.home) / "model_leaderboard" / "leaderboard.md"
     if path.is_file():
         return path.read_text()

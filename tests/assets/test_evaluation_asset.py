@@ -3,11 +3,19 @@ to MLflow: the logged parameters come back as the same training configs."""
 
 from __future__ import annotations
 
+from torch import nn
+
 from assets.agents import PPOTrainingConfig, agent_config
-from assets.evaluation import family_candidate, training_params
-from assets.training import TFTTrainingConfig
+from assets.evaluation import (
+    family_candidate,
+    forecaster_train_config,
+    logged_config,
+    training_params,
+)
+from assets.training import TFTTrainingConfig, train_config
 from models.agents import train as agents
 from models.agents.trading_env import EnvConfig
+from models.training.checkpoint import save_checkpoint
 from resources.mlflow_tracking import MLflowResource
 
 
@@ -30,3 +38,22 @@ def test_logged_training_configs_round_trip(foxhunt_home):
     assert family_candidate("dqn", None, "cpu", {}).name == "foxhunt-dqn"  # nothing logged
     back = training_params(mlflow, tft_run, "train")
     assert TFTTrainingConfig(**back) == tft
+
+
+def test_forecaster_train_config_from_checkpoint(foxhunt_home, tmp_path):
+    """The walk-forward retrains a forecaster with the training config its checkpoint carries
+    (the same as its logged Config gives), and falls back to the logged Config for a checkpoint
+    without one; logged parameters are then not read for it."""
+    tft = TFTTrainingConfig(epochs=3, learning_rate=5e-4, max_batches_per_epoch=7)
+    with_config = save_checkpoint(tmp_path / "new", nn.Linear(1, 1), model_type="tft", config={},
+                                  extra={"train_config": train_config(tft).to_dict()})
+    without = save_checkpoint(tmp_path / "old", nn.Linear(1, 1), model_type="tft", config={})
+    logged = tft.model_dump()
+    assert forecaster_train_config("tft", with_config, {}) == train_config(tft)
+    assert forecaster_train_config("tft", without, logged) == train_config(tft)
+    assert forecaster_train_config("tft", without, {}) == train_config(TFTTrainingConfig())
+    mlflow = MLflowResource(home=str(foxhunt_home))
+    with mlflow.start_run("tft") as run:
+        run.log_params({"train": logged})
+    assert logged_config("tft", None, mlflow, run.run_id, with_config) == {}
+    assert TFTTrainingConfig(**logged_config("tft", None, mlflow, run.run_id, without)) == tft
