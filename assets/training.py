@@ -23,7 +23,7 @@ from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import dataset_store, model_store
 from models.mamba2.model import Mamba2Config
-from models.registry import build_model
+from models.registry import seeded_model
 from models.tft.model import TFTConfig
 from models.training.checkpoint import save_checkpoint
 from models.training.loop import TrainConfig, TrainingDivergedError, train_forecaster
@@ -263,7 +263,7 @@ def _fit_forecaster(context: dg.AssetExecutionContext, fit: _Fit, data: Training
         for row in result.history:
             on_epoch_end(row)
         return result, Path(result.checkpoint)
-    model = build_model(fit.family, fit.model_config)
+    model = seeded_model(fit.family, fit.model_config, fit.train_cfg.seed)
     try:
         result = train_forecaster(
             model, data, fit.train_cfg, device=fit.choice.device,

@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 # name -> (module, config class, model class)
@@ -54,6 +55,14 @@ def build_model(name: str, config_dict: dict[str, Any]) -> nn.Module:
     """A freshly initialised model of type ``name`` from its ``config.to_dict()``."""
     config_cls, model_cls = get_model_class(name)
     return model_cls(config_cls.from_dict(dict(config_dict)))
+
+
+def seeded_model(name: str, config_dict: dict[str, Any], seed: int) -> nn.Module:
+    """``build_model`` with its initial weights drawn after ``torch.manual_seed(seed)``: the
+    same training config gives the same model in every process (torch seeds itself at random
+    per process)."""
+    torch.manual_seed(int(seed))
+    return build_model(name, config_dict)
 
 
 def model_type_of(model: nn.Module) -> str:
