@@ -23,6 +23,7 @@ features file back to summarise it.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ from foxhunt_pipeline.features.library import FeatureConfig
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.storage import artifact_sync as sync
 from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
+from models.atomic import temp_sibling
 
 TABLE = "features"
 PART = "data"  # the one file of a date (older warehouses hold one file per root)
@@ -185,7 +187,7 @@ class _DateBuffer:
         self.spilled: dict[date, dict[str, Path]] = {}
         self.held = 0  # bytes in self.parts
         self.vetoed: set[date] = set()
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._dir: Path | None = None
 
     def add(self, span: Span, frame: pl.DataFrame | None, passed: bool) -> None:
         if not passed:
@@ -207,11 +209,14 @@ class _DateBuffer:
 
     def _spill(self, day: date, root: str, part: pl.DataFrame) -> Path:
         if self._dir is None:
+            # named after its owner (host, pid): the start-up sweep removes the directory of
+            # a run that was killed before ``close`` (``storage.scratch.sweep_tree``)
             local = sync.local_path(self.root / TABLE)
-            if local is not None:
-                local.mkdir(parents=True, exist_ok=True)
-            self._dir = tempfile.TemporaryDirectory(dir=local, prefix=".spill-")
-        path = Path(self._dir.name) / f"{day.isoformat()}-{root}.arrow"
+            base = Path(local) if local is not None else Path(tempfile.gettempdir())
+            base.mkdir(parents=True, exist_ok=True)
+            self._dir = temp_sibling(base / "spill")
+            self._dir.mkdir()
+        path = self._dir / f"{day.isoformat()}-{root}.arrow"
         part.write_ipc_stream(path, compression="uncompressed")  # twice as fast as the file format here
         return path
 
@@ -241,7 +246,7 @@ class _DateBuffer:
 
     def close(self) -> None:
         if self._dir is not None:
-            self._dir.cleanup()
+            shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
 

@@ -260,7 +260,7 @@ def test_rows_waiting_on_disk_write_the_same_dates(landed, tmp_path, monkeypatch
         days = continuous_dates.all_dates(root)
         continuous_dates.build_dates(root, days)
         by_date.build_dates(root, days[0], days[-1], spill_bytes=budget)
-        assert not list((Path(root.path) / "features").glob(".spill-*"))  # removed when the run ends
+        assert not list((Path(root.path) / "features").glob(".spill*"))  # removed when the run ends
         if name == "memory":
             assert not spilled
     assert spilled
@@ -291,3 +291,19 @@ def test_summary_finds_every_non_finite_cell():
     assert got["nf_static"].shape == (2, 0) and got["nf_static"].dtype == np.int32
     assert got["nf_targets"].tolist() == [[5], [0]]
     assert got["moments"].shape == (1, 3, 2) and got["moments"][0, 0].tolist() == [5.0, 6.0]
+
+
+def test_a_killed_runs_spill_directory_is_swept(tmp_path, monkeypatch):
+    """A run killed before ``close`` leaves its spill directory; the start-up sweep removes
+    it once its owner is dead, and never a live run's."""
+    from foxhunt_pipeline.storage import scratch
+
+    root = UPath(tmp_path / "wh")
+    buffer = by_date._DateBuffer(root, [], build=None)
+    path = buffer._spill(date(2024, 1, 2), "ES", pl.DataFrame({"x": [1.0]}))
+    spill_dir = path.parent
+    assert spill_dir.parent == Path(root.path) / "features" and spill_dir.name.startswith(".spill.")
+    assert scratch.sweep_tree(Path(root.path)) == [] and path.exists()  # its owner is alive
+    monkeypatch.setattr(scratch, "_orphaned", lambda host, pid: True)  # the owner was killed
+    assert scratch.sweep_tree(Path(root.path)) == [spill_dir]
+    assert not spill_dir.exists()
