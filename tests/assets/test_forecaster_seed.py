@@ -31,7 +31,7 @@ def _initial_weights(monkeypatch, tmp_path, seed: int) -> dict[str, torch.Tensor
     fit = training._Fit(family="tft", model_params={}, model_config=CONFIG,
                         train_cfg=TrainConfig(seed=seed), nproc_per_node=1,
                         choice=SimpleNamespace(device="cpu", autocast_dtype=None))
-    torch.manual_seed(torch.seed())  # a different process-wide state each call
+    torch.seed()  # a random process-wide state before each call, as in a fresh process
     with pytest.raises(_Stop):
         training._fit_forecaster(None, fit, None, None, tmp_path, lambda row: None, None)
     return seen
