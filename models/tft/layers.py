@@ -30,7 +30,11 @@ def fast_linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def fast_lstm(lstm: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
           ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """An eval-mode ``lstm(x, state)`` straight into the fused kernel ``nn.LSTM.forward``
-    ends in, skipping its per-call Python checks (a quantized LSTM is called as a module)."""
+    ends in, skipping its per-call Python checks (a quantized LSTM is called as a module).
+    The CPU kernel takes strided (expanded) states; cuDNN refuses them ("hx is not
+    contiguous"), so on CUDA they are made contiguous first."""
+    if x.is_cuda:
+        state = (state[0].contiguous(), state[1].contiguous())
     if (type(lstm) is nn.LSTM and not (lstm._forward_pre_hooks or lstm._forward_hooks)
             and not lstm.proj_size and not lstm.bidirectional):
         out, h, c = torch._VF.lstm(x, state, lstm._flat_weights, lstm.bias, lstm.num_layers,

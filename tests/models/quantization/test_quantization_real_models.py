@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -109,3 +111,21 @@ def test_mamba2_bf16_artifact_matches_eager_across_its_segmented_scan(tmp_path):
         ref = model(*x)
         rel = float((fn(*x) - ref).abs().max() / ref.abs().max())
     assert rel <= OUTPUT_TOLERANCE["bf16"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_half_variants_keep_cudnn_weights_compact():
+    """Copied / cast CUDA LSTMs re-packed their weights on every call (cuDNN warns). Not
+    bf16: torch's ``flatten_parameters`` refuses bf16 weights (``cudnn.is_acceptable``),
+    although cuDNN then runs the bf16 LSTM (H200, torch 2.11: it still warns)."""
+    torch.manual_seed(0)
+    variants = quantize_variants(_tft().eval(), forecaster_inputs(4), device="cuda",
+                                 precisions=("fp32", "fp16"))
+    x = tuple(t.cuda() for t in forecaster_inputs(32))
+    for precision, v in variants.items():
+        assert isinstance(v, Variant), (precision, v)
+        with warnings.catch_warnings(record=True) as seen, torch.inference_mode():
+            warnings.simplefilter("always")
+            v.module(*x)
+        assert not [w for w in seen if "contiguous chunk" in str(w.message)], precision

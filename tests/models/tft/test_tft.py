@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 
@@ -200,6 +202,23 @@ def test_cuda_batches_and_autocast(dtype):
         out.float().mean().backward()
         assert out.shape == (batch, 5, 9)
         assert torch.isfinite(out.float()).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_inference_fast_path_matches_cpu():
+    """The inference path (eval, no grad) on CUDA: cuDNN refused the CPU kernel's strided
+    LSTM states ("hx is not contiguous"), so every GPU forecast failed."""
+    torch.manual_seed(0)
+    model = TemporalFusionTransformer(TFTConfig(**SMALL)).eval()
+    gpu = copy.deepcopy(model).cuda()
+    for batch in (1, 32, 256):
+        inputs = _inputs(model.config, batch)
+        with torch.no_grad():
+            assert model._can_run_fast()
+            cpu_out = model(*inputs)
+            gpu_out = gpu(*(x.cuda() for x in inputs)).cpu()
+        torch.testing.assert_close(gpu_out, cpu_out, rtol=1e-3, atol=1e-4)
 
 
 def test_static_encoders_give_four_distinct_contexts():

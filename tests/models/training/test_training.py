@@ -181,3 +181,8 @@ def test_train_on_cuda_with_autocast(data, tmp_path):
     assert all(math.isfinite(r["val_loss"]) for r in result.history)
     model, _ = load_checkpoint(result.best_checkpoint, device=choice.device)
     assert next(model.parameters()).device.type == "cuda"
+    # forecasts on the GPU (the eval fast path) equal the CPU's from the same checkpoint
+    val = data.window_dataset("validation")
+    on_gpu = predict_quantiles(model, val, batch_size=64, device=choice.device)
+    on_cpu = predict_quantiles(load_checkpoint(result.best_checkpoint)[0], val, batch_size=64)
+    np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-3, atol=1e-3)
