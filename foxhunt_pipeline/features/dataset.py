@@ -81,7 +81,7 @@ class DatasetConfig:
             )
 
 
-def _names(cols: list[str], horizon: int) -> tuple[list[str], list[str], list[str], list[str]]:
+def feature_columns(cols: list[str], horizon: int) -> tuple[list[str], list[str], list[str], list[str]]:
     observed = [c for c in cols if c.startswith("f_")]
     known = [c for c in cols if c.startswith("k_")]
     static = [c for c in cols if c.startswith("s_")]
@@ -111,7 +111,7 @@ def feature_hash(
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _split_bounds(per_date: pl.DataFrame, cfg: DatasetConfig) -> dict[str, list]:
+def split_bounds(per_date: pl.DataFrame, cfg: DatasetConfig) -> dict[str, list]:
     """Whole trade dates go to one split; the fractions are of bars, not of dates, so a short
     first or last session (a partial day at the edge of the data) does not make a split empty.
     ``per_date``: ``_date`` and ``len`` (bars), in date order."""
@@ -258,11 +258,11 @@ def build_training_dataset(
     ``meta["cost_price_source"]``)."""
     cfg = config or DatasetConfig()
     lf = features.lazy().with_columns(_date=trade_date_expr())
-    observed, known, static, targets = _names(features.lazy().collect_schema().names(), cfg.horizon)
+    observed, known, static, targets = feature_columns(features.lazy().collect_schema().names(), cfg.horizon)
     per_date = lf.group_by("_date").len().sort("_date").collect()
     if per_date.is_empty():
         raise DatasetError("features table is empty: no dates available")
-    bounds = _split_bounds(per_date, cfg)
+    bounds = split_bounds(per_date, cfg)
     lf = lf.with_columns(_split=_split_label(bounds))
     # a window never spans a roll or a missing session: its rows share (root, contract_seq,
     # stretch) (instruments.sessions)

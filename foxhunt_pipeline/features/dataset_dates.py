@@ -30,10 +30,10 @@ from foxhunt_pipeline.features.dataset import (
     STD_FLOOR,
     DatasetConfig,
     DatasetError,
-    _names,
-    _split_bounds,
     _utc,
     dataset_meta,
+    feature_columns,
+    split_bounds,
 )
 from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
@@ -222,12 +222,12 @@ def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[st
     if not with_rows:
         raise DatasetError("features table is empty: no dates available")
     columns = [str(c) for c in with_rows[0][2]["columns"]]
-    observed, known, static, targets = _names(columns, cfg.horizon)
+    observed, known, static, targets = feature_columns(columns, cfg.horizon)
     all_targets = sorted((c for c in columns if c.startswith("y_") and c[2:].isdigit()), key=lambda c: int(c[2:]))
     t_idx = [all_targets.index(t) for t in targets]
     per_date = pl.DataFrame({"_date": [d for _, d, _ in with_rows], "len": [int(s["ts"].size) for _, _, s in with_rows]},
                             schema={"_date": pl.Date, "len": pl.UInt32})
-    bounds = _split_bounds(per_date, cfg)
+    bounds = split_bounds(per_date, cfg)
     split_of = {d: name for name in SPLITS for d in bounds[name]}
     units = []  # (root, date, seq, block index, lo, hi, unit index) in date order
     for i, d, s in with_rows:

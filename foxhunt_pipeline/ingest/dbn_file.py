@@ -143,7 +143,7 @@ class _CheckedZstdReader(io.RawIOBase):
         super().close()
 
 
-class _StrictDBNStore(db.DBNStore):
+class StrictDBNStore(db.DBNStore):
     """``DBNStore`` whose record reader detects truncated zstd frames."""
 
     source_path: Path
@@ -192,21 +192,21 @@ def _diagnose(path: Path, exc: BaseException) -> DbnInputError:
     )
 
 
-def _open_store(src: Path) -> _StrictDBNStore:
+def open_store(src: Path) -> StrictDBNStore:
     src = Path(src)
     if not src.is_file():
         raise DbnInputError(src, "no such file")
     if src.stat().st_size == 0:
         raise DbnInputError(src, "empty file (0 bytes); not a DBN file")
     try:
-        store = _StrictDBNStore.from_file(src)
+        store = StrictDBNStore.from_file(src)
     except (BentoError, databento_dbn.DBNError, zstandard.ZstdError, ValueError) as exc:
         raise _diagnose(src, exc) from exc
     store.source_path = src
     return store
 
 
-def _metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
+def metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
     m = store.metadata
     end = m.end
     return DbnMetadata(
@@ -227,13 +227,13 @@ def _metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
 def read_metadata(src: Path | str) -> DbnMetadata:
     """Header of a landed DBN file, without reading its records."""
     src = Path(src)
-    return _metadata_of(src, _open_store(src))
+    return metadata_of(src, open_store(src))
 
 
 # ------------------------------------------------------------------ symbology
 
 
-def _check_bars(
+def check_bars(
     src: Path,
     meta: DbnMetadata,
     schemas: Sequence[str] = BAR_SCHEMAS,

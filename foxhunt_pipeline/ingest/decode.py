@@ -35,7 +35,7 @@ import polars as pl
 import pyarrow as pa
 
 from foxhunt_pipeline.contracts.schemas import StreamValidator, ValidationResult, raw_bars_schema
-from foxhunt_pipeline.ingest.background_writer import _BackgroundWriter
+from foxhunt_pipeline.ingest.background_writer import BackgroundWriter
 from foxhunt_pipeline.ingest.batches import (
     KEY_COLUMNS,
     PARQUET_OPTIONS,
@@ -47,32 +47,32 @@ from foxhunt_pipeline.ingest.batches import (
     UNDEF_PRICE,
     WRITE_SCHEMA,
     BatchScreen,
-    _batch,
-    _empty_batch,
-    _validation_view,
+    empty_batch,
+    raw_bars_batch,
+    validation_view,
 )
 from foxhunt_pipeline.ingest.dbn_file import (
     BAR_SCHEMAS,
     DbnInputError,
     DbnMetadata,
     NsRange,
-    _check_bars,
-    _metadata_of,
-    _open_store,
+    check_bars,
     check_roots,
     check_rtype,
+    metadata_of,
+    open_store,
     plausible_ns,
     read_metadata,
     unknown_root_problem,
 )
 from foxhunt_pipeline.ingest.records import (
-    _dedupe_sorted,
-    _iter_chunks,
-    _split_by_instrument,
-    _strictly_after,
+    dedupe_sorted,
+    iter_chunks,
+    split_by_instrument,
+    strictly_after,
 )
-from foxhunt_pipeline.ingest.spill import _SpillArea
-from foxhunt_pipeline.ingest.symbols import _Resolver, spread_ids_from_definitions
+from foxhunt_pipeline.ingest.spill import SpillArea
+from foxhunt_pipeline.ingest.symbols import SymbolResolver, spread_ids_from_definitions
 from foxhunt_pipeline.instruments.sessions import calendar_name, open_minutes
 from foxhunt_pipeline.instruments.specs import ROOTS
 from models.atomic import atomic_write
@@ -147,8 +147,8 @@ DEFAULT_CHUNK_RECORDS = 262_144
 
 def _last_row(batch: pa.RecordBatch, validator: StreamValidator) -> pl.DataFrame:
     """A batch's last row in the contract's layout, for the validator to carry over."""
-    frame, consts = _validation_view(batch.slice(batch.num_rows - 1, 1))
-    return validator._materialise(frame, consts)
+    frame, consts = validation_view(batch.slice(batch.num_rows - 1, 1))
+    return validator.materialise(frame, consts)
 
 
 class _NeedsSort(Exception):
@@ -160,12 +160,12 @@ class _Run:
     """One attempt at writing the partition."""
 
     report: IngestReport
-    resolver: _Resolver
+    resolver: SymbolResolver
     validator: StreamValidator | None
     source_file: str
     row_group_rows: int
     known_roots: Collection[str] = ()
-    writer: _BackgroundWriter | None = None
+    writer: BackgroundWriter | None = None
     # numpy screen of each batch as it is built (None: every batch screened by polars)
     screen: BatchScreen | None = None
 
@@ -186,7 +186,7 @@ class _Run:
                 report.roots.add(root)
             for a in range(lo, hi, self.row_group_rows):
                 b = min(a + self.row_group_rows, hi)
-                batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file, self.screen)
+                batch, n_undef = raw_bars_batch(recs[a:b], symbol, root, self.source_file, self.screen)
                 report.undef_price_rows += n_undef
                 report.rows_out += b - a
                 if self.validator is not None and not (
@@ -199,7 +199,7 @@ class _Run:
                         functools.partial(_last_row, batch, self.validator),
                     )
                 ):
-                    self.validator.feed(*_validation_view(batch))
+                    self.validator.feed(*validation_view(batch))
                 self.writer.write(batch)
 
 
@@ -283,9 +283,9 @@ def _ingest(
     known_roots: Collection[str],
     plausible_dates: bool,
 ) -> IngestReport:
-    store = _open_store(src)
-    meta = _metadata_of(src, store)
-    _check_bars(src, meta, schemas, datasets, plausible_dates)
+    store = open_store(src)
+    meta = metadata_of(src, store)
+    check_bars(src, meta, schemas, datasets, plausible_dates)
     check_roots(src, meta, known_roots)
     assert meta.schema is not None
     # rows must lie in the header's range, and that range in the plausible one
@@ -301,7 +301,7 @@ def _ingest(
         end_ns=meta.end_ns,
         symbols=meta.symbols,
     )
-    resolver = _Resolver(meta, spread_ids, def_symbols)
+    resolver = SymbolResolver(meta, spread_ids, def_symbols)
     validator = (
         StreamValidator(raw_bars_schema(start_ns, end_ns), label=f"raw_bars ({src.name})")
         if validate
@@ -314,18 +314,18 @@ def _ingest(
     known = sorted(set(resolver.intervals) | set(def_symbols))
     stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None
     dest.parent.mkdir(parents=True, exist_ok=True)
-    spill = _SpillArea(dest.parent, spill_memory_bytes)
+    spill = SpillArea(dest.parent, spill_memory_bytes)
 
     def write(tmp: Path) -> None:
-        run.writer = _BackgroundWriter(tmp, WRITE_SCHEMA, **writer_options)
+        run.writer = BackgroundWriter(tmp, WRITE_SCHEMA, **writer_options)
         try:
             streamed_last = -1
-            for arr in _iter_chunks(store, src, chunk_records):
+            for arr in iter_chunks(store, src, chunk_records):
                 report.rows_in += len(arr)
                 check_rtype(src, meta.schema, arr["rtype"])
                 last = int(arr["ts_event"].max())
                 report.last_ns = last if report.last_ns is None else max(report.last_ns, last)
-                for iid, recs in _split_by_instrument(arr):
+                for iid, recs in split_by_instrument(arr):
                     kept = keep.get(iid)
                     if kept is None:
                         kept = keep[iid] = resolver.may_keep(iid)
@@ -335,7 +335,7 @@ def _ingest(
                         else:
                             report.spreads_dropped += len(recs)
                     elif iid == stream_iid:
-                        if not _strictly_after(streamed_last, recs["ts_event"]):
+                        if not strictly_after(streamed_last, recs["ts_event"]):
                             raise _NeedsSort
                         streamed_last = int(recs["ts_event"][-1])
                         run.emit(iid, recs)
@@ -347,7 +347,7 @@ def _ingest(
                         run.emit(iid, recs)
                     continue
                 whole = np.concatenate(list(spill.blocks(iid, row_group_rows)))
-                recs, conflicts = _dedupe_sorted(whole)
+                recs, conflicts = dedupe_sorted(whole)
                 report.duplicates_dropped += len(whole) - len(recs)
                 if len(conflicts):
                     report.conflicting_duplicates += len(conflicts)
@@ -355,7 +355,7 @@ def _ingest(
                 del whole
                 run.emit(iid, recs)
             if report.rows_out == 0:
-                run.writer.write(_empty_batch())
+                run.writer.write(empty_batch())
         except BaseException:
             with contextlib.suppress(BaseException):
                 run.writer.close()
