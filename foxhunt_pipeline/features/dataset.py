@@ -27,6 +27,7 @@ from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.rolls import trade_date_bounds
 from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
+from models.utc import UTC_OFFSET, iso_utc
 from models.windows import (
     DEFAULT_QUANTILES,
     SPLITS,
@@ -199,11 +200,6 @@ def _count_nonfinite(counts: dict, block: dict[str, np.ndarray]) -> None:
         counts[k] += bad.sum(axis=0)
 
 
-def _utc(ns: int):
-    """An epoch-ns stamp as polars prints a ``Datetime(ns, UTC)`` value (split metadata)."""
-    return pl.Series([int(ns)], dtype=pl.Int64).cast(pl.Datetime("ns", "UTC"))[0]
-
-
 def _read_chunk(lf: pl.LazyFrame, root: str, first: date, last: date) -> pl.DataFrame:
     """The rows of ``root`` with trade dates in [first, last], in time order. The ``ts_event``
     bounds (a trade date starts the evening before) let the scan skip the other files."""
@@ -341,8 +337,8 @@ def build_training_dataset(
             "windows": int(starts.size),
             "first_date": str(min(a["dates"])),
             "last_date": str(max(a["dates"])),
-            "first_ts": str(_utc(ts.min())),
-            "last_ts": str(_utc(ts.max())),
+            "first_ts": iso_utc(ts.min(), sep=" ", zone=UTC_OFFSET),  # as str(datetime) writes it
+            "last_ts": iso_utc(ts.max(), sep=" ", zone=UTC_OFFSET),
         }
     levels, source = _price_levels(roots, (moments["lo"], moments["hi"]), close_prices, price_levels)
     # counted while building (features.finite's rule and naming): checking a dataset

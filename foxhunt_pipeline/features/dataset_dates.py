@@ -30,7 +30,6 @@ from foxhunt_pipeline.features.dataset import (
     STD_FLOOR,
     DatasetConfig,
     DatasetError,
-    _utc,
     dataset_meta,
     feature_columns,
     split_bounds,
@@ -38,6 +37,7 @@ from foxhunt_pipeline.features.dataset import (
 from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
+from models.utc import UTC_OFFSET, iso_utc
 from models.windows import LAYOUT, SPLITS, TrainingData, valid_window_starts
 
 FEATURES = "features"
@@ -303,8 +303,8 @@ def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[st
                                                 np.concatenate(ri_arr), starts.astype(np.int64))
         layout["splits"][name] = {"rows": n, "pieces": pieces}
         split_meta[name] = {"rows": n, "windows": int(starts.size), "first_date": str(min(dates)),
-                            "last_date": str(max(dates)), "first_ts": str(_utc(ts_a.min())),
-                            "last_ts": str(_utc(ts_a.max()))}
+                            "last_date": str(max(dates)), "first_ts": iso_utc(ts_a.min(), sep=" ", zone=UTC_OFFSET),
+                            "last_ts": iso_utc(ts_a.max(), sep=" ", zone=UTC_OFFSET)}
         if name == "train":
             train_lo, train_hi = int(ts_a.min()), int(ts_a.max())
         names = {"observed": observed, "known": known, "static": static, "targets": targets}

@@ -21,6 +21,7 @@ from databento.common.error import BentoError
 from databento_dbn import Compression
 
 from foxhunt_pipeline.instruments.specs import parse_outright
+from models.utc import UTC_OFFSET, iso_utc
 
 BAR_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 # the record type each bar schema's records carry (databento_dbn.RType.from_schema)
@@ -270,14 +271,10 @@ def check_bars(
     if meta.start_ns < lo or end > hi:
         raise DbnInputError(
             src,
-            f"implausible dates: the header says {meta.start.isoformat()} .. "
-            f"{meta.end.isoformat() if meta.end is not None else 'open end'}, outside "
-            f"{_iso(lo)} .. {_iso(hi)} (CME Globex history up to tomorrow)",
+            f"implausible dates: the header says {iso_utc(meta.start_ns, zone=UTC_OFFSET)} .. "
+            f"{iso_utc(meta.end_ns, zone=UTC_OFFSET) if meta.end_ns is not None else 'open end'}, outside "
+            f"{iso_utc(lo, zone=UTC_OFFSET)} .. {iso_utc(hi, zone=UTC_OFFSET)} (CME Globex history up to tomorrow)",
         )
-
-
-def _iso(ns: int) -> str:
-    return pd.Timestamp(ns, unit="ns", tz="UTC").isoformat()
 
 
 # CME Globex data on Databento (GLBX.MDP3) starts on 2010-06-06; nothing is dated after

@@ -76,6 +76,7 @@ from foxhunt_pipeline.ingest.symbols import SymbolResolver, spread_ids_from_defi
 from foxhunt_pipeline.instruments.sessions import calendar_name, open_minutes
 from foxhunt_pipeline.instruments.specs import ROOTS
 from models.atomic import atomic_write
+from models.utc import UTC_OFFSET, iso_utc
 
 
 @dataclass
@@ -128,8 +129,8 @@ class IngestReport(NsRange):
             "schema": self.schema,
             "dataset": self.dataset,
             "dbn_version": self.dbn_version,
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat() if self.end else None,
+            "start": iso_utc(self.start_ns, zone=UTC_OFFSET),
+            "end": iso_utc(self.end_ns, zone=UTC_OFFSET) if self.end_ns is not None else None,
             "symbols": ", ".join(self.symbols),
             "warnings": "; ".join(self.warnings),
         }
@@ -378,7 +379,7 @@ def _ingest(
         report.warnings.append(late)
     if report.conflicting_duplicates:
         first = ", ".join(
-            f"instrument {i} at {pd.Timestamp(t, tz='UTC').isoformat()}"
+            f"instrument {i} at {iso_utc(t, zone=UTC_OFFSET)}"
             for i, t in report.first_conflicts[:5]
         )
         report.warnings.append(
@@ -397,11 +398,11 @@ def dropped_warnings(name: str, report: IngestReport, unmapped: Collection[int])
     """Why rows were dropped: outside the header's date range, or no symbol mapping."""
     out = []
     if report.outside_dropped:
-        when = ", ".join(pd.Timestamp(t, tz="UTC").isoformat() for t in report.first_outside[:3])
-        end = report.end.isoformat() if report.end is not None else "open end"
+        when = ", ".join(iso_utc(t, zone=UTC_OFFSET) for t in report.first_outside[:3])
+        end = iso_utc(report.end_ns, zone=UTC_OFFSET) if report.end_ns is not None else "open end"
         out.append(
             f"{name}: {report.outside_dropped} row(s) dated outside the header's range "
-            f"{report.start.isoformat()} .. {end} were dropped (first: {when}): a broken record "
+            f"{iso_utc(report.start_ns, zone=UTC_OFFSET)} .. {end} were dropped (first: {when}): a broken record "
             "or a file that was altered after download"
         )
     rest = report.unmapped_dropped - report.outside_dropped
@@ -434,8 +435,8 @@ def truncation_warning(name: str, report: IngestReport,
         return None
     return (
         f"{name} looks truncated: its last record is at "
-        f"{pd.Timestamp(report.last_ns, unit='ns', tz='UTC').isoformat()} but its header runs to "
-        f"{pd.Timestamp(report.end_ns, unit='ns', tz='UTC').isoformat()}, and {root} traded "
+        f"{iso_utc(report.last_ns, zone=UTC_OFFSET)} but its header runs to "
+        f"{iso_utc(report.end_ns, zone=UTC_OFFSET)}, and {root} traded "
         f"{open_for[root] / 60:.1f} hours in between ({calendar_name(root)} calendar); "
         f"{report.rows_out} rows ingested. If the download was cut short, land the complete file "
         "(under a new name) and materialize again"
