@@ -56,6 +56,7 @@ from foxhunt_pipeline.ingest.dbn_file import (
     DbnInputError,
     DbnMetadata,
     NsRange,
+    StrictDBNStore,
     check_bars,
     check_roots,
     check_rtype,
@@ -156,6 +157,24 @@ class _NeedsSort(Exception):
     """The streamed instrument is not strictly increasing in time: redo with it spilled."""
 
 
+@dataclass(frozen=True)
+class _Options:
+    """:func:`ingest_dbn_file`'s settings, as each attempt at the partition reads them."""
+
+    chunk_records: int
+    source_file: str
+    spread_ids: set[int]
+    def_symbols: dict[int, str]
+    writer_options: dict[str, Any]
+    row_group_rows: int
+    validate: bool
+    spill_memory_bytes: int
+    schemas: tuple[str, ...]
+    datasets: Collection[str]
+    known_roots: frozenset[str]
+    plausible_dates: bool
+
+
 @dataclass
 class _Run:
     """One attempt at writing the partition."""
@@ -169,6 +188,70 @@ class _Run:
     writer: BackgroundWriter | None = None
     # numpy screen of each batch as it is built (None: every batch screened by polars)
     screen: BatchScreen | None = None
+    # the instrument written as it is read (None: all are held and written after the file)
+    stream_iid: int | None = None
+    streamed_last: int = -1  # its latest ts_event written so far
+    keep: dict[int, bool] = field(default_factory=dict)  # instrument -> has rows to keep
+
+    def write(self, tmp: Path, store: StrictDBNStore, opts: _Options, spill: SpillArea) -> None:
+        """The partition into ``tmp``: the file read once, the streamed instrument written
+        as it comes, the held ones after it; the writer is closed on any failure."""
+        self.writer = BackgroundWriter(tmp, WRITE_SCHEMA, **opts.writer_options)
+        try:
+            self.streamed_last = -1
+            for arr in iter_chunks(store, self.report.source, opts.chunk_records):
+                self.take_chunk(arr, spill)
+            self.write_held(spill)
+            if self.report.rows_out == 0:
+                self.writer.write(empty_batch())
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                self.writer.close()
+            raise
+        self.writer.close()
+
+    def take_chunk(self, arr: np.ndarray, spill: SpillArea) -> None:
+        """One decoded chunk: each instrument's records dropped (spreads, unmapped),
+        written (the streamed one) or held in ``spill``."""
+        report = self.report
+        report.rows_in += len(arr)
+        check_rtype(report.source, report.schema, arr["rtype"])
+        last = int(arr["ts_event"].max())
+        report.last_ns = last if report.last_ns is None else max(report.last_ns, last)
+        for iid, recs in split_by_instrument(arr):
+            kept = self.keep.get(iid)
+            if kept is None:
+                kept = self.keep[iid] = self.resolver.may_keep(iid)
+            if not kept:
+                if iid in self.resolver.unmapped:
+                    report.note_unmapped(recs["ts_event"])
+                else:
+                    report.spreads_dropped += len(recs)
+            elif iid == self.stream_iid:
+                if not strictly_after(self.streamed_last, recs["ts_event"]):
+                    raise _NeedsSort
+                self.streamed_last = int(recs["ts_event"][-1])
+                self.emit(iid, recs)
+            else:
+                spill.add(iid, recs)
+
+    def write_held(self, spill: SpillArea) -> None:
+        """The held instruments in id order; one that is not strictly increasing is sorted
+        and deduplicated on its own (conflicting copies counted, the first kept)."""
+        report = self.report
+        for iid in spill.ids():
+            if spill.clean[iid]:
+                for recs in spill.blocks(iid, self.row_group_rows):
+                    self.emit(iid, recs)
+                continue
+            whole = np.concatenate(list(spill.blocks(iid, self.row_group_rows)))
+            recs, conflicts = dedupe_sorted(whole)
+            report.duplicates_dropped += len(whole) - len(recs)
+            if len(conflicts):
+                report.conflicting_duplicates += len(conflicts)
+                report.first_conflicts += [(iid, int(t)) for t in conflicts[:5]]
+            del whole
+            self.emit(iid, recs)
 
     def emit(self, iid: int, recs: np.ndarray) -> None:
         """Write one instrument's time-sorted records, split by their dated symbol."""
@@ -239,58 +322,47 @@ def ingest_dbn_file(
     ``report.validation``; the file is written either way.
     """
     src, dest = Path(src), Path(dest)
-    spread_ids, def_symbols = (
-        spread_ids_from_definitions(definitions) if definitions else (set(), {})
-    )
-    options = dict(
-        chunk_records=chunk_records,
-        source_file=source_file or src.name,
-        spread_ids=spread_ids,
-        def_symbols=def_symbols,
-        writer_options={
-            "compression": compression,
-            "compression_level": compression_level,
-            **PARQUET_OPTIONS,
-        },
-        row_group_rows=row_group_rows,
-        validate=validate,
-        spill_memory_bytes=spill_memory_bytes,
-        schemas=tuple(schemas),
-        datasets=datasets,
-        known_roots=frozenset(known_roots),
+    spread_ids, def_symbols = spread_ids_from_definitions(definitions) if definitions else (set(), {})
+    opts = _Options(
+        chunk_records=chunk_records, source_file=source_file or src.name,
+        spread_ids=spread_ids, def_symbols=def_symbols,
+        writer_options={"compression": compression, "compression_level": compression_level,
+                        **PARQUET_OPTIONS},
+        row_group_rows=row_group_rows, validate=validate, spill_memory_bytes=spill_memory_bytes,
+        schemas=tuple(schemas), datasets=datasets, known_roots=frozenset(known_roots),
         plausible_dates=plausible_dates,
     )
     try:
-        return _ingest(src, dest, stream_first=True, **options)  # type: ignore[arg-type]
+        return _ingest(src, dest, opts, stream_first=True)
     except _NeedsSort:
-        return _ingest(src, dest, stream_first=False, **options)  # type: ignore[arg-type]
+        return _ingest(src, dest, opts, stream_first=False)
 
 
-def _ingest(
-    src: Path,
-    dest: Path,
-    *,
-    stream_first: bool,
-    chunk_records: int,
-    source_file: str,
-    spread_ids: set[int],
-    def_symbols: dict[int, str],
-    writer_options: dict[str, Any],
-    row_group_rows: int,
-    validate: bool,
-    spill_memory_bytes: int,
-    schemas: Sequence[str],
-    datasets: Collection[str],
-    known_roots: Collection[str],
-    plausible_dates: bool,
-) -> IngestReport:
+def _ingest(src: Path, dest: Path, opts: _Options, *, stream_first: bool) -> IngestReport:
+    """One attempt: with ``stream_first`` the lowest-id outright is written as it is read
+    (raising :class:`_NeedsSort` if it is out of order), otherwise every instrument is held."""
     store = open_store(src)
     meta = metadata_of(src, store)
-    check_bars(src, meta, schemas, datasets, plausible_dates)
-    check_roots(src, meta, known_roots)
+    check_bars(src, meta, opts.schemas, opts.datasets, opts.plausible_dates)
+    check_roots(src, meta, opts.known_roots)
     assert meta.schema is not None
-    # rows must lie in the header's range, and that range in the plausible one
-    lo, hi = plausible_ns() if plausible_dates else (0, 2**63 - 1)
+    run = _start(src, dest, meta, opts)
+    known = sorted(set(run.resolver.intervals) | set(opts.def_symbols))
+    run.stream_iid = next((i for i in known if run.resolver.may_keep(i)), None) if stream_first else None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    spill = SpillArea(dest.parent, opts.spill_memory_bytes)
+    try:
+        atomic_write(dest, lambda tmp: run.write(tmp, store, opts, spill))
+    finally:
+        spill.close()
+    _finish(run)
+    return run.report
+
+
+def _start(src: Path, dest: Path, meta: DbnMetadata, opts: _Options) -> _Run:
+    """The attempt's report, symbol resolver and (``validate``) validator and screen for the
+    header's range, itself clipped to the plausible one: rows must lie in both."""
+    lo, hi = plausible_ns() if opts.plausible_dates else (0, 2**63 - 1)
     start_ns, end_ns = max(meta.start_ns, lo), min(hi if meta.end_ns is None else meta.end_ns, hi)
     report = IngestReport(
         source=src,
@@ -302,80 +374,29 @@ def _ingest(
         end_ns=meta.end_ns,
         symbols=meta.symbols,
     )
-    resolver = SymbolResolver(meta, spread_ids, def_symbols)
+    resolver = SymbolResolver(meta, opts.spread_ids, opts.def_symbols)
     validator = (
         StreamValidator(raw_bars_schema(start_ns, end_ns), label=f"raw_bars ({src.name})")
-        if validate
+        if opts.validate
         else None
     )
-    run = _Run(report, resolver, validator, source_file, row_group_rows, known_roots)
+    run = _Run(report, resolver, validator, opts.source_file, opts.row_group_rows, opts.known_roots)
     if validator is not None:
         run.screen = BatchScreen.for_schema(validator.schema, start_ns, end_ns)
-    keep: dict[int, bool] = {}
-    known = sorted(set(resolver.intervals) | set(def_symbols))
-    stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    spill = SpillArea(dest.parent, spill_memory_bytes)
+    return run
 
-    def write(tmp: Path) -> None:
-        run.writer = BackgroundWriter(tmp, WRITE_SCHEMA, **writer_options)
-        try:
-            streamed_last = -1
-            for arr in iter_chunks(store, src, chunk_records):
-                report.rows_in += len(arr)
-                check_rtype(src, meta.schema, arr["rtype"])
-                last = int(arr["ts_event"].max())
-                report.last_ns = last if report.last_ns is None else max(report.last_ns, last)
-                for iid, recs in split_by_instrument(arr):
-                    kept = keep.get(iid)
-                    if kept is None:
-                        kept = keep[iid] = resolver.may_keep(iid)
-                    if not kept:
-                        if iid in resolver.unmapped:
-                            report.note_unmapped(recs["ts_event"])
-                        else:
-                            report.spreads_dropped += len(recs)
-                    elif iid == stream_iid:
-                        if not strictly_after(streamed_last, recs["ts_event"]):
-                            raise _NeedsSort
-                        streamed_last = int(recs["ts_event"][-1])
-                        run.emit(iid, recs)
-                    else:
-                        spill.add(iid, recs)
-            for iid in spill.ids():
-                if spill.clean[iid]:
-                    for recs in spill.blocks(iid, row_group_rows):
-                        run.emit(iid, recs)
-                    continue
-                whole = np.concatenate(list(spill.blocks(iid, row_group_rows)))
-                recs, conflicts = dedupe_sorted(whole)
-                report.duplicates_dropped += len(whole) - len(recs)
-                if len(conflicts):
-                    report.conflicting_duplicates += len(conflicts)
-                    report.first_conflicts += [(iid, int(t)) for t in conflicts[:5]]
-                del whole
-                run.emit(iid, recs)
-            if report.rows_out == 0:
-                run.writer.write(empty_batch())
-        except BaseException:
-            with contextlib.suppress(BaseException):
-                run.writer.close()
-            raise
-        run.writer.close()
 
-    try:
-        atomic_write(dest, write)
-    finally:
-        spill.close()
-
+def _finish(run: _Run) -> None:
+    """The validation outcome and the warnings of a written partition, into its report."""
+    report, validator, name = run.report, run.validator, run.report.source.name
     if validator is not None:
         if report.rows_out == 0:
             validator.feed(pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()))  # type: ignore[arg-type]
         report.validation = validator.result()
     if report.rows_in == 0:
-        report.warnings.append(f"{src.name}: 0 records; wrote an empty partition")
-    report.warnings += dropped_warnings(src.name, report, resolver.unmapped)
-    if (late := truncation_warning(src.name, report)) is not None:
+        report.warnings.append(f"{name}: 0 records; wrote an empty partition")
+    report.warnings += dropped_warnings(name, report, run.resolver.unmapped)
+    if (late := truncation_warning(name, report)) is not None:
         report.warnings.append(late)
     if report.conflicting_duplicates:
         first = ", ".join(
@@ -383,15 +404,14 @@ def _ingest(
             for i, t in report.first_conflicts[:5]
         )
         report.warnings.append(
-            f"{src.name}: {report.conflicting_duplicates} duplicate bars (same instrument, "
+            f"{name}: {report.conflicting_duplicates} duplicate bars (same instrument, "
             f"ts_event and publisher) disagree with the first copy in the file, which is "
             f"kept; first: {first}"
         )
     if report.undef_price_rows:
         report.warnings.append(
-            f"{src.name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
+            f"{name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
         )
-    return report
 
 
 def dropped_warnings(name: str, report: IngestReport, unmapped: Collection[int]) -> list[str]:
