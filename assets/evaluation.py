@@ -53,6 +53,7 @@ from models.evaluation.walk_forward import (
 )
 from models.training.checkpoint import load_checkpoint, read_checkpoint_meta
 from models.training.loop import TrainConfig
+from models.utc import iso_utc
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -108,10 +109,6 @@ def walk_forward_config(config: EvaluationConfig) -> WalkForwardConfig:
                              validation_days=config.validation_days)
 
 
-def _iso(ns: int) -> str:
-    return str(datetime.fromtimestamp(ns / 1e9, UTC).replace(tzinfo=None).isoformat()) + "Z"
-
-
 def evaluation_rows(family: str, version: str, precision: str, result, context_run_id: str,
                     evaluated_at: datetime, extra: dict | None = None,
                     equals: str | None = None) -> pl.DataFrame:
@@ -134,7 +131,7 @@ def evaluation_rows(family: str, version: str, precision: str, result, context_r
             roots = {k.removeprefix("sharpe_"): _float_or_none(v) for k, v in metrics.items()
                      if k.startswith("sharpe_") and k.removeprefix("sharpe_").isupper()}
             same = None if baseline or fold != "pooled" else (cand.equals or equals)
-            row = {**ident, "fold": fold, "test_start": _iso(lo), "test_end": _iso(hi),
+            row = {**ident, "fold": fold, "test_start": iso_utc(lo), "test_end": iso_utc(hi),
                    "sharpe_by_root": json.dumps(roots, sort_keys=True), "equals": same}
             row.update({k: _float_or_none(metrics.get(k)) for k in SUMMARY_METRICS})
             row["metrics_json"] = json.dumps({k: _float_or_none(v) for k, v in metrics.items()})

@@ -59,7 +59,7 @@ def _thread_cpu() -> dict[str, float]:
     spent: dict[str, float] = {}
     for name, cls in (
         ("reader", dbn_records._Prefetcher),
-        ("writer", parquet_background_writer._BackgroundWriter),
+        ("writer", parquet_background_writer.BackgroundWriter),
     ):
 
         def run(self, _orig=cls._run, _name=name) -> None:  # type: ignore[no-untyped-def]

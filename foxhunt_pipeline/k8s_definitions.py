@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from foxhunt_pipeline import definitions as _local
+from foxhunt_pipeline import definitions
 from foxhunt_pipeline.config.deploy_profile import STEP_K8S_CONFIG, active_deploy_profile
 
 
@@ -30,4 +30,4 @@ def executor_for_profile(profile: str | None = None):
 
 
 # only one Definitions object may sit at module scope, so the local one stays in its module
-defs = dg.Definitions.merge(_local.defs, dg.Definitions(executor=k8s_executor()))
+defs = dg.Definitions.merge(definitions.defs, dg.Definitions(executor=k8s_executor()))

@@ -22,6 +22,7 @@ from mlflow.models import infer_signature
 from mlflow.types.schema import AnyType, ColSpec, Schema
 
 from foxhunt_pipeline.serving.loaded import LoadedModel
+from models.utc import UTC_OFFSET, iso_utc
 
 MODEL_ARTIFACT = "model"  # the run-relative folder each registered version points at
 
@@ -151,7 +152,7 @@ def data_range_of(data: Any) -> tuple[str, str] | None:
     if not ts:
         return None
     lo, hi = min(int(t.min()) for t in ts), max(int(t.max()) for t in ts)
-    return (pd.Timestamp(lo, tz="UTC").isoformat(), pd.Timestamp(hi, tz="UTC").isoformat())
+    return iso_utc(lo, zone=UTC_OFFSET), iso_utc(hi, zone=UTC_OFFSET)
 
 
 __all__ = ["MODEL_ARTIFACT", "FoxhuntModel", "data_range_of", "input_example", "log_pyfunc_model",

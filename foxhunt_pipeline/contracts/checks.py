@@ -10,11 +10,11 @@ import polars as pl
 from pandera.polars import PolarsData
 
 
-def _finite(data: PolarsData) -> pl.LazyFrame:
+def finite(data: PolarsData) -> pl.LazyFrame:
     return data.lazyframe.select(pl.col(data.key).is_finite())
 
 
-def _ohlc_consistent(data: PolarsData) -> pl.LazyFrame:
+def ohlc_consistent(data: PolarsData) -> pl.LazyFrame:
     lo = pl.min_horizontal("open", "close")
     hi = pl.max_horizontal("open", "close")
     return data.lazyframe.select(
@@ -34,7 +34,7 @@ def _key_order(keys: list[str]) -> tuple[pl.Expr, pl.Expr]:
     return (after.fill_null(True) | same).all().alias("in_order"), same.alias("same")
 
 
-def _increasing_within(keys: list[str]):
+def increasing_within(keys: list[str]):
     """ts_event strictly increasing within each group of ``keys``, in row order. Frames whose
     groups are contiguous (sorted by the keys) need one comparison with the previous row; any
     other order falls back to a windowed diff (a hash group-by, slower)."""
@@ -53,7 +53,7 @@ def _increasing_within(keys: list[str]):
     return check
 
 
-def _unique_over(keys: list[str]):
+def unique_over(keys: list[str]):
     """Key uniqueness. Frames in key order (the contract's sort order) are checked by
     comparing each row with the previous one, a single cheap pass; any other order falls
     back to a 64-bit row hash, confirmed exactly on the (rare) hash hits. pandera's
@@ -77,7 +77,7 @@ def _unique_over(keys: list[str]):
     return check
 
 
-def _in_range(start_ns: int | None, end_ns: int | None):
+def in_range(start_ns: int | None, end_ns: int | None):
     def check(data: PolarsData) -> pl.LazyFrame:
         ts = pl.col(data.key).to_physical()
         ok = pl.lit(True)

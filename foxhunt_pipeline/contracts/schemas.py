@@ -26,17 +26,17 @@ import pandera.polars as pa
 import polars as pl
 
 from foxhunt_pipeline.contracts.checks import (
-    _finite,
-    _in_range,
-    _increasing_within,
-    _ohlc_consistent,
-    _unique_over,
+    finite,
+    in_range,
+    increasing_within,
+    ohlc_consistent,
+    unique_over,
 )
 from foxhunt_pipeline.contracts.screen import (
     FRAME_CHECKS_IMPLIED_BY_ORDER,
     SCREEN_KEY,
-    _with_screen,
     screen_passes,
+    with_screen,
 )
 from foxhunt_pipeline.contracts.validation import (
     FAILURE_SCHEMA,
@@ -67,14 +67,14 @@ def _price_column() -> pa.Column:
     return pa.Column(
         pl.Float64,
         nullable=False,
-        checks=[pa.Check.gt(0), pa.Check(_finite, name="finite")],
+        checks=[pa.Check.gt(0), pa.Check(finite, name="finite")],
     )
 
 
 def _bar_columns(start_ns: int | None, end_ns: int | None) -> dict[str, pa.Column]:
     ts_checks = []
     if start_ns is not None or end_ns is not None:
-        ts_checks.append(pa.Check(_in_range(start_ns, end_ns), name="ts_event_in_metadata_range"))
+        ts_checks.append(pa.Check(in_range(start_ns, end_ns), name="ts_event_in_metadata_range"))
     return {
         "ts_event": pa.Column(TS, nullable=False, checks=ts_checks),
         "rtype": pa.Column(pl.UInt8, nullable=False),
@@ -98,17 +98,17 @@ def raw_bars_schema(
     schema = pa.DataFrameSchema(
         cols,
         checks=[
-            pa.Check(_ohlc_consistent, name="ohlc_consistent"),
+            pa.Check(ohlc_consistent, name="ohlc_consistent"),
             pa.Check(
-                _increasing_within(["instrument_id", "publisher_id"]),
+                increasing_within(["instrument_id", "publisher_id"]),
                 name="ts_event_increasing_per_instrument",
             ),
-            pa.Check(_unique_over(RAW_KEY), name="unique_instrument_id_ts_event_publisher_id"),
+            pa.Check(unique_over(RAW_KEY), name="unique_instrument_id_ts_event_publisher_id"),
         ],
         strict=True,
         name="raw_bars",
     )
-    return _with_screen(schema, "instrument_id", start_ns, end_ns)
+    return with_screen(schema, "instrument_id", start_ns, end_ns)
 
 
 def continuous_bars_schema() -> pa.DataFrameSchema:
@@ -118,19 +118,19 @@ def continuous_bars_schema() -> pa.DataFrameSchema:
     schema = pa.DataFrameSchema(
         cols,
         checks=[
-            pa.Check(_ohlc_consistent, name="ohlc_consistent"),
+            pa.Check(ohlc_consistent, name="ohlc_consistent"),
             pa.Check(
-                _increasing_within(["root", "publisher_id"]), name="ts_event_increasing_per_root"
+                increasing_within(["root", "publisher_id"]), name="ts_event_increasing_per_root"
             ),
             pa.Check(
-                _unique_over(["root", "ts_event", "publisher_id"]),
+                unique_over(["root", "ts_event", "publisher_id"]),
                 name="unique_root_ts_event_publisher_id",
             ),
         ],
         strict=True,
         name="continuous_bars",
     )
-    return _with_screen(schema, "root", None, None)
+    return with_screen(schema, "root", None, None)
 
 
 __all__ = [

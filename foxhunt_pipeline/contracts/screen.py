@@ -26,7 +26,7 @@ def _signature(schema: pa.DataFrameSchema) -> tuple:
     return cols, frame, schema.strict, schema.unique, schema.coerce
 
 
-def _with_screen(
+def with_screen(
     schema: pa.DataFrameSchema, group: str, start_ns: int | None, end_ns: int | None
 ) -> pa.DataFrameSchema:
     schema.metadata = {

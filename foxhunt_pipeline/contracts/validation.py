@@ -136,7 +136,7 @@ class StreamValidator:
         """
         if constants:
             if self._schema_probe is None:
-                self._schema_probe = self._materialise(frame.head(0), constants)
+                self._schema_probe = self.materialise(frame.head(0), constants)
             if frame.height == 0:
                 return
             if not self._pending:
@@ -144,10 +144,10 @@ class StreamValidator:
                 joined = frame if prev is None else pl.concat([prev[frame.columns], frame])
                 if screen_passes(joined, self.schema, constants):
                     self.height += frame.height
-                    self._prev = self._materialise(frame.tail(1), constants)
+                    self._prev = self.materialise(frame.tail(1), constants)
                     self._prev_lazy = None
                     return
-            frame = self._materialise(frame, constants)
+            frame = self.materialise(frame, constants)
         if self._schema_probe is None:
             self._schema_probe = frame.head(0)
         if frame.height == 0:
@@ -199,7 +199,7 @@ class StreamValidator:
             self._prev_lazy = None
         return self._prev
 
-    def _materialise(
+    def materialise(
         self, frame: pl.DataFrame, constants: Mapping[str, str | None]
     ) -> pl.DataFrame:
         cols = [pl.lit(v, pl.String).alias(k) for k, v in constants.items()]

@@ -19,10 +19,10 @@ from foxhunt_pipeline.features.calendar_inputs import KNOWN_NAMES, ROLL_LEAD_DAY
 from foxhunt_pipeline.features.grid import regular_grid, session_minute_expr, trade_date_expr
 from foxhunt_pipeline.features.library import (
     FeatureConfig,
-    _ewm,
     base_exprs,
     ema_col,
     ema_spans,
+    ewm,
     feature_names,
     feature_stages,
     shared_exprs,
@@ -137,7 +137,7 @@ def _segment_features(seg: pl.DataFrame, cfg: FeatureConfig) -> pl.DataFrame:
         df = df.with_columns(stage)
     spans = ema_spans(cfg)
     if spans:
-        df = df.with_columns([_ewm(pl.col("close"), s).alias(ema_col(s)) for s in spans])
+        df = df.with_columns([ewm(pl.col("close"), s).alias(ema_col(s)) for s in spans])
     shared = shared_exprs(cfg)
     if shared:
         df = df.with_columns(shared)
@@ -163,7 +163,7 @@ class ShortStretch:
     bars: int  # on the grid
 
 
-def _root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig,
+def root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig,
                    short: list[ShortStretch] | None = None) -> pl.DataFrame | None:
     """One root's features; the stretches shorter than the warm-up are appended to ``short``."""
     grid = (
@@ -210,7 +210,7 @@ def build_features(continuous: pl.DataFrame, config: FeatureConfig | None = None
                 raise FeatureInputError(msg + "; set min_rows_policy='skip' to drop it")
             warnings.warn(msg + "; skipped", stacklevel=2)
             continue
-        part = _root_features(bars, root, cfg)
+        part = root_features(bars, root, cfg)
         if part is None:
             msg = f"root {root}: no contract has more than the feature warm-up of {w} bars"
             if cfg.min_rows_policy == "error":

@@ -34,7 +34,7 @@ from pathlib import Path
 import polars as pl
 from upath import UPath
 
-from foxhunt_pipeline.features.build import ShortStretch, _root_features, check_continuous
+from foxhunt_pipeline.features.build import ShortStretch, check_continuous, root_features
 from foxhunt_pipeline.features.dataset_dates import summarise_features
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.features.library import FeatureConfig
@@ -129,7 +129,7 @@ def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None
             yield span, None, True
             continue
         found: list[ShortStretch] = []
-        out = _root_features(check_continuous(bars), span.root, cfg, found)
+        out = root_features(check_continuous(bars), span.root, cfg, found)
         del bars
         if short is not None:
             short += [s for s in found if s.last >= start and s.first <= end]

@@ -47,15 +47,12 @@ KNOWN_NAMES: tuple[str, ...] = (
 )
 
 
-_calendar = exchange_calendar  # one cached calendar object per name, shared with the gap rule
-
-
 def session_table(root: str, first: date, last: date) -> pl.DataFrame:
     """One row per weekday trade date: close time (UTC) and holiday / early-close flags."""
     lo, hi = first - timedelta(days=7), last + timedelta(days=7)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sched = _calendar(calendar_name(root)).schedule(lo.isoformat(), hi.isoformat())
+        sched = exchange_calendar(calendar_name(root)).schedule(lo.isoformat(), hi.isoformat())
     open_days = pl.DataFrame(
         {
             "_td": [d.date() for d in sched.index],

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -27,6 +27,7 @@ from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.rolls import trade_date_bounds
 from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
+from models.utc import UTC_OFFSET, iso_utc
 from models.windows import (
     DEFAULT_QUANTILES,
     SPLITS,
@@ -81,7 +82,20 @@ class DatasetConfig:
             )
 
 
-def _names(cols: list[str], horizon: int) -> tuple[list[str], list[str], list[str], list[str]]:
+class ColumnGroups(NamedTuple):
+    """A dataset's columns by kind: observed (``f_*``), known (``k_*``) and static (``s_*``)
+    inputs, and the targets ``y_1 .. y_horizon``."""
+
+    observed: list[str]
+    known: list[str]
+    static: list[str]
+    targets: list[str]
+
+    def widths(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self._asdict().items()}
+
+
+def feature_columns(cols: list[str], horizon: int) -> ColumnGroups:
     observed = [c for c in cols if c.startswith("f_")]
     known = [c for c in cols if c.startswith("k_")]
     static = [c for c in cols if c.startswith("s_")]
@@ -91,7 +105,7 @@ def _names(cols: list[str], horizon: int) -> tuple[list[str], list[str], list[st
         raise DatasetError(f"features lack target columns {missing} needed for horizon {horizon}")
     if not observed:
         raise DatasetError("features have no observed f_* columns")
-    return observed, known, static, targets
+    return ColumnGroups(observed, known, static, targets)
 
 
 def feature_hash(
@@ -111,7 +125,7 @@ def feature_hash(
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _split_bounds(per_date: pl.DataFrame, cfg: DatasetConfig) -> dict[str, list]:
+def split_bounds(per_date: pl.DataFrame, cfg: DatasetConfig) -> dict[str, list]:
     """Whole trade dates go to one split; the fractions are of bars, not of dates, so a short
     first or last session (a partial day at the edge of the data) does not make a split empty.
     ``per_date``: ``_date`` and ``len`` (bars), in date order."""
@@ -147,6 +161,70 @@ def _split_label(bounds: dict[str, list]) -> pl.Expr:
         .then(pl.lit("validation"))
         .otherwise(pl.lit("test"))
     )
+
+
+@dataclass(frozen=True)
+class Segments:
+    """A window never spans a roll or a missing session: its rows share (root,
+    contract_seq, stretch) (``instruments.sessions``), numbered here in sorted order."""
+
+    stretch_of: dict[tuple[str, date], int]  # (root, trade date) -> stretch
+    segment_of: dict[tuple[str, int, int], int]  # (root, contract_seq, stretch) -> segment
+    roots: list[str]  # in sorted order
+
+    @classmethod
+    def of(cls, seg_dates: pl.DataFrame) -> Segments:
+        """From the distinct (root, contract_seq, _date) of the features."""
+        stretch_of = {(r, d): k for r, d, k in stretch_numbers(seg_dates, "_date").iter_rows()}
+        segments = sorted({(r, q, stretch_of[(r, d)]) for r, q, d in seg_dates.iter_rows()})
+        roots = list(dict.fromkeys(r for r, _, _ in segments))
+        return cls(stretch_of, {key: i for i, key in enumerate(segments)}, roots)
+
+    def number(self, root: str, seq: int, day: date) -> int:
+        return self.segment_of[(root, seq, self.stretch_of[(root, day)])]
+
+
+def rows_after_embargo(rows: Mapping[tuple[str, str], int], roots: list[str], cfg: DatasetConfig,
+                       bounds: dict[str, list]) -> dict[str, int]:
+    """Rows of each split from the rows per (split, root): the first ``cfg.embargo`` of each
+    root's validation and test rows are dropped. A split left empty is an error."""
+    def kept(name: str, root: str) -> int:
+        n = rows.get((name, root), 0)
+        return n if name == "train" else max(n - cfg.embargo, 0)
+
+    out = {name: sum(kept(name, r) for r in roots) for name in SPLITS}
+    for name in SPLITS:
+        if out[name] == 0:
+            raise DatasetError(
+                f"split {name!r} is empty after the {cfg.embargo}-bar embargo: its trade dates "
+                f"{[str(d) for d in bounds[name]]} hold too few bars"
+            )
+    return out
+
+
+def guarded_moments(mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The normalisation of the observed inputs: a NaN mean becomes 0 and a non-finite or
+    ~0 std 1, so such a column passes through unscaled."""
+    return np.nan_to_num(mean), np.where(np.isfinite(std) & (std > STD_FLOOR), std, 1.0)
+
+
+def split_summary(name: str, ts: np.ndarray, starts: np.ndarray, dates: list[date],
+                  bounds: dict[str, list], cfg: DatasetConfig) -> dict[str, Any]:
+    """A split's entry of ``meta["splits"]``; a split without a complete window is an error."""
+    if starts.size == 0:
+        raise DatasetError(
+            f"split {name!r} has no complete window of {cfg.lookback}+{cfg.horizon} bars in one "
+            f"contract; its trade dates: {[str(d) for d in bounds[name]]}"
+        )
+    return {
+        "rows": int(ts.size),
+        "windows": int(starts.size),
+        "first_date": str(min(dates)),
+        "last_date": str(max(dates)),
+        # Python's str(datetime) form, as meta.json has always held it
+        "first_ts": iso_utc(ts.min(), sep=" ", zone=UTC_OFFSET),
+        "last_ts": iso_utc(ts.max(), sep=" ", zone=UTC_OFFSET),
+    }
 
 
 def _price_levels(
@@ -199,11 +277,6 @@ def _count_nonfinite(counts: dict, block: dict[str, np.ndarray]) -> None:
         counts[k] += bad.sum(axis=0)
 
 
-def _utc(ns: int):
-    """An epoch-ns stamp as polars prints a ``Datetime(ns, UTC)`` value (split metadata)."""
-    return pl.Series([int(ns)], dtype=pl.Int64).cast(pl.Datetime("ns", "UTC"))[0]
-
-
 def _read_chunk(lf: pl.LazyFrame, root: str, first: date, last: date) -> pl.DataFrame:
     """The rows of ``root`` with trade dates in [first, last], in time order. The ``ts_event``
     bounds (a trade date starts the evening before) let the scan skip the other files."""
@@ -215,16 +288,26 @@ def _read_chunk(lf: pl.LazyFrame, root: str, first: date, last: date) -> pl.Data
     return rows if rows.get_column("ts_event").is_sorted() else rows.sort("ts_event")
 
 
-def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, segment_of: dict,
-          stretch_of: dict, norm: list, known: list, static: list, targets: list) -> None:
+@dataclass(frozen=True)
+class _Inputs:
+    """How feature rows become a split's rows: the column groups, the normalised observed
+    inputs and the segment numbering."""
+
+    cols: ColumnGroups
+    norm: list[pl.Expr]
+    segments: Segments
+
+
+def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, inputs: _Inputs) -> None:
     """``part``'s rows into a split's arrays at ``offset``, CHUNK_ROWS at a time (the Float64
     temporaries of the normalisation stay small)."""
+    _, known, static, targets = inputs.cols
     a["dates"] += [part.get_column("_date").min(), part.get_column("_date").max()]
     for lo in range(0, part.height, CHUNK_ROWS):
         chunk = part.slice(lo, CHUNK_ROWS)
         at = slice(offset + lo, offset + lo + chunk.height)
         block = {
-            "observed": chunk.select(norm).to_numpy(),
+            "observed": chunk.select(inputs.norm).to_numpy(),
             "known": chunk.select(pl.col(known).cast(pl.Float32)).to_numpy().reshape(chunk.height, len(known)),
             "static": chunk.select(pl.col(static).cast(pl.Float32)).to_numpy().reshape(chunk.height, len(static)),
             "targets": chunk.select(pl.col(targets).cast(pl.Float32)).to_numpy(),
@@ -233,10 +316,80 @@ def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, segment_
         for k, v in block.items():
             a[k][at] = v
         a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
-        a["segment"][at] = [segment_of[(root, q, stretch_of[(root, d)])] for q, d in
+        a["segment"][at] = [inputs.segments.number(root, q, d) for q, d in
                             zip(chunk.get_column("contract_seq").to_list(),
                                 chunk.get_column("_date").to_list(), strict=True)]
         a["root_index"][at] = ri
+
+
+def _train_moments(lf: pl.LazyFrame, observed: list[str]) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Mean and population std of each observed input over the train split, and the span
+    (first and last ``ts_event``) of the train rows."""
+    moments = lf.filter(pl.col("_split") == "train").select(
+        *[pl.col(c).cast(pl.Float64).mean().alias(f"m{i}") for i, c in enumerate(observed)],
+        *[pl.col(c).cast(pl.Float64).std(ddof=0).alias(f"s{i}") for i, c in enumerate(observed)],
+        pl.col("ts_event").min().alias("lo"), pl.col("ts_event").max().alias("hi"),
+    ).collect().row(0, named=True)
+    mean = np.asarray([moments[f"m{i}"] for i in range(len(observed))], dtype=np.float64)
+    std = np.asarray([moments[f"s{i}"] for i in range(len(observed))], dtype=np.float64)
+    return mean, std, (moments["lo"], moments["hi"])
+
+
+def _normalised(observed: list[str], mean: np.ndarray, std: np.ndarray,
+                clip_sigma: float | None) -> list[pl.Expr]:
+    """The observed inputs as normalised Float32 expressions, clipped to +-``clip_sigma``."""
+    norm = [
+        ((pl.col(c).cast(pl.Float64) - m) / s) for c, m, s in zip(observed, mean, std, strict=True)
+    ]
+    if clip_sigma is not None:
+        norm = [e.clip(-clip_sigma, clip_sigma) for e in norm]
+    return [e.cast(pl.Float32).alias(c) for e, c in zip(norm, observed, strict=True)]
+
+
+def _fill_splits(lf: pl.LazyFrame, dates: list[date], arrays: dict[str, dict], inputs: _Inputs,
+                 cfg: DatasetConfig) -> None:
+    """Every split's arrays, one root and ``CHUNK_DATES`` trade dates in memory at a time,
+    in time order, each root's first ``cfg.embargo`` validation and test rows left out."""
+    offset = dict.fromkeys(SPLITS, 0)
+    for ri, r in enumerate(inputs.segments.roots):
+        seen = dict.fromkeys(SPLITS, 0)  # rows of (split, root) so far: the embargo spans chunks
+        for i in range(0, len(dates), CHUNK_DATES):
+            rows = _read_chunk(lf, r, dates[i], dates[min(i + CHUNK_DATES, len(dates)) - 1])
+            for name in SPLITS:
+                part = rows.filter(pl.col("_split") == name)
+                skip = 0 if name == "train" else max(cfg.embargo - seen[name], 0)
+                seen[name] += part.height
+                part = part.slice(skip)
+                if part.is_empty():
+                    continue
+                _fill(arrays[name], part, offset[name], ri, r, inputs)
+                offset[name] += part.height
+
+
+def _finish_split(name: str, a: dict, bounds: dict[str, list],
+                  cfg: DatasetConfig) -> tuple[SplitArrays, dict[str, Any]]:
+    """A filled split's arrays with its window starts, and its ``meta["splits"]`` entry."""
+    starts = valid_window_starts(a["segment"], a["targets"], cfg.lookback, cfg.horizon)
+    summary = split_summary(name, a["ts_event"], starts, a["dates"], bounds, cfg)
+    split = SplitArrays(
+        observed=a["observed"], known=a["known"], static=a["static"], targets=a["targets"],
+        ts_event=a["ts_event"], segment=a["segment"], root_index=a["root_index"],
+        window_starts=starts.astype(np.int64),
+    )
+    return split, summary
+
+
+def _save(out_dir: Path, arrays: dict[str, dict], splits: dict[str, SplitArrays],
+          meta: dict[str, Any]) -> TrainingData:
+    """The wide arrays are already in ``out_dir``: the narrow ones and meta.json join them;
+    the dataset read back memory-mapped."""
+    for name, split in splits.items():
+        for k in BIG_ARRAYS:
+            arrays[name][k].close()
+        for k in ("targets", "ts_event", "segment", "root_index", "window_starts"):
+            np.save(Path(out_dir) / name / f"{k}.npy", getattr(split, k), allow_pickle=False)
+    TrainingData(meta=meta).write_into(Path(out_dir))
+    return TrainingData.load(out_dir, mmap=True)
 
 
 def build_training_dataset(
@@ -258,109 +411,33 @@ def build_training_dataset(
     ``meta["cost_price_source"]``)."""
     cfg = config or DatasetConfig()
     lf = features.lazy().with_columns(_date=trade_date_expr())
-    observed, known, static, targets = _names(features.lazy().collect_schema().names(), cfg.horizon)
+    cols = feature_columns(features.lazy().collect_schema().names(), cfg.horizon)
     per_date = lf.group_by("_date").len().sort("_date").collect()
     if per_date.is_empty():
         raise DatasetError("features table is empty: no dates available")
-    bounds = _split_bounds(per_date, cfg)
+    bounds = split_bounds(per_date, cfg)
     lf = lf.with_columns(_split=_split_label(bounds))
-    # a window never spans a roll or a missing session: its rows share (root, contract_seq,
-    # stretch) (instruments.sessions)
-    seg_dates = lf.select("root", "contract_seq", "_date").unique().collect()
-    stretch_of = {(r, d): k for r, d, k in stretch_numbers(seg_dates, "_date").iter_rows()}
-    segments = sorted({(r, q, stretch_of[(r, d)]) for r, q, d in seg_dates.iter_rows()})
-    roots = list(dict.fromkeys(r for r, _, _ in segments))
-    segment_of = {key: i for i, key in enumerate(segments)}
+    segments = Segments.of(lf.select("root", "contract_seq", "_date").unique().collect())
     counts = dict(((sp, r), n) for sp, r, n in lf.group_by("_split", "root").len().collect().iter_rows())
-
-    def kept(name: str, root: str) -> int:
-        n = counts.get((name, root), 0)
-        return n if name == "train" else max(n - cfg.embargo, 0)
-
-    train = lf.filter(pl.col("_split") == "train")
-    moments = train.select(
-        *[pl.col(c).cast(pl.Float64).mean().alias(f"m{i}") for i, c in enumerate(observed)],
-        *[pl.col(c).cast(pl.Float64).std(ddof=0).alias(f"s{i}") for i, c in enumerate(observed)],
-        pl.col("ts_event").min().alias("lo"), pl.col("ts_event").max().alias("hi"),
-    ).collect().row(0, named=True)
-    mean = np.nan_to_num(np.asarray([moments[f"m{i}"] for i in range(len(observed))], dtype=np.float64))
-    std = np.asarray([moments[f"s{i}"] for i in range(len(observed))], dtype=np.float64)
-    std = np.where(np.isfinite(std) & (std > STD_FLOOR), std, 1.0)
-    norm = [
-        ((pl.col(c).cast(pl.Float64) - m) / s) for c, m, s in zip(observed, mean, std, strict=True)
-    ]
-    if cfg.clip_sigma is not None:
-        norm = [e.clip(-cfg.clip_sigma, cfg.clip_sigma) for e in norm]
-    norm = [e.cast(pl.Float32).alias(c) for e, c in zip(norm, observed, strict=True)]
-
-    for name in SPLITS:
-        if sum(kept(name, r) for r in roots) == 0:
-            raise DatasetError(
-                f"split {name!r} is empty after the {cfg.embargo}-bar embargo: its trade dates "
-                f"{[str(d) for d in bounds[name]]} hold too few bars"
-            )
-    widths = {"observed": len(observed), "known": len(known), "static": len(static), "targets": len(targets)}
-    arrays = {name: _empty_split(sum(kept(name, r) for r in roots), widths,
+    mean, std, train_span = _train_moments(lf, cols.observed)
+    mean, std = guarded_moments(mean, std)
+    inputs = _Inputs(cols, _normalised(cols.observed, mean, std, cfg.clip_sigma), segments)
+    rows = rows_after_embargo(counts, segments.roots, cfg, bounds)
+    arrays = {name: _empty_split(rows[name], cols.widths(),
                                  None if out_dir is None else Path(out_dir) / name)
               for name in SPLITS}
-    offset = dict.fromkeys(SPLITS, 0)
-    dates = per_date.get_column("_date").to_list()
-    for ri, r in enumerate(roots):  # one root and a few weeks in memory at a time, in time order
-        seen = dict.fromkeys(SPLITS, 0)  # rows of (split, root) so far: the embargo spans chunks
-        for i in range(0, len(dates), CHUNK_DATES):
-            rows = _read_chunk(lf, r, dates[i], dates[min(i + CHUNK_DATES, len(dates)) - 1])
-            for name in SPLITS:
-                part = rows.filter(pl.col("_split") == name)
-                skip = 0 if name == "train" else max(cfg.embargo - seen[name], 0)
-                seen[name] += part.height
-                part = part.slice(skip)
-                if part.is_empty():
-                    continue
-                _fill(arrays[name], part, offset[name], ri, r, segment_of, stretch_of, norm, known, static,
-                      targets)
-                offset[name] += part.height
-
+    _fill_splits(lf, per_date.get_column("_date").to_list(), arrays, inputs, cfg)
     splits: dict[str, SplitArrays] = {}
     split_meta: dict[str, dict] = {}
     for name in SPLITS:
-        a = arrays[name]
-        starts = valid_window_starts(a["segment"], a["targets"], cfg.lookback, cfg.horizon)
-        if starts.size == 0:
-            raise DatasetError(
-                f"split {name!r} has no complete window of {cfg.lookback}+{cfg.horizon} bars in one "
-                f"contract; its trade dates: {[str(d) for d in bounds[name]]}"
-            )
-        splits[name] = SplitArrays(
-            observed=a["observed"], known=a["known"], static=a["static"], targets=a["targets"],
-            ts_event=a["ts_event"], segment=a["segment"], root_index=a["root_index"],
-            window_starts=starts.astype(np.int64),
-        )
-        ts = a["ts_event"]
-        split_meta[name] = {
-            "rows": int(ts.size),
-            "windows": int(starts.size),
-            "first_date": str(min(a["dates"])),
-            "last_date": str(max(a["dates"])),
-            "first_ts": str(_utc(ts.min())),
-            "last_ts": str(_utc(ts.max())),
-        }
-    levels, source = _price_levels(roots, (moments["lo"], moments["hi"]), close_prices, price_levels)
+        splits[name], split_meta[name] = _finish_split(name, arrays[name], bounds, cfg)
+    levels, source = _price_levels(segments.roots, train_span, close_prices, price_levels)
     # counted while building (features.finite's rule and naming): checking a dataset
     # stored on disk would read it all back
-    nonfinite = _nonfinite_names(arrays, {"observed": observed, "known": known, "static": static,
-                                          "targets": targets})
-    meta = dataset_meta(cfg, (observed, known, static, targets), roots, levels, source,
+    nonfinite = _nonfinite_names(arrays, cols._asdict())
+    meta = dataset_meta(cfg, cols, segments.roots, levels, source,
                         splits["train"].targets[:, 0], mean, std, split_meta, nonfinite)
-    if out_dir is None:
-        return TrainingData(meta=meta, splits=splits)
-    # the wide arrays are already in out_dir: the narrow ones and meta.json join them
-    for name, split in splits.items():
-        for k in BIG_ARRAYS:
-            arrays[name][k].close()
-        for k in ("targets", "ts_event", "segment", "root_index", "window_starts"):
-            np.save(Path(out_dir) / name / f"{k}.npy", getattr(split, k), allow_pickle=False)
-    TrainingData(meta=meta).write_into(Path(out_dir))
-    return TrainingData.load(out_dir, mmap=True)
+    return TrainingData(meta=meta, splits=splits) if out_dir is None else _save(out_dir, arrays, splits, meta)
 
 
 def dataset_meta(cfg: DatasetConfig, names: tuple[list[str], list[str], list[str], list[str]],

@@ -20,25 +20,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
 from upath import UPath
 
 from foxhunt_pipeline.features.dataset import (
-    STD_FLOOR,
+    ColumnGroups,
     DatasetConfig,
     DatasetError,
-    _names,
-    _split_bounds,
-    _utc,
+    Segments,
     dataset_meta,
+    feature_columns,
+    guarded_moments,
+    rows_after_embargo,
+    split_bounds,
+    split_summary,
 )
-from foxhunt_pipeline.instruments.sessions import stretch_numbers
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
-from models.windows import LAYOUT, SPLITS, TrainingData, valid_window_starts
+from models.windows import LAYOUT, SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 FEATURES = "features"
 SUMMARY_VERSION = 1  # in every block name: a change of what a summary holds makes new blocks
@@ -214,6 +216,111 @@ def _combine(parts: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return mean, std
 
 
+class _Unit(NamedTuple):
+    """A run of one root's rows of one contract in a date's block."""
+
+    root: str
+    day: date
+    seq: int  # contract_seq
+    block: int  # index of the date's block
+    lo: int  # rows [lo, hi) of the block
+    hi: int
+    index: int  # the unit's place in the date's summary (its row of ``moments``)
+
+
+def _units(with_rows: list[tuple[int, date, Mapping[str, np.ndarray]]]) -> list[_Unit]:
+    """Every date's units, in date order."""
+    units = []
+    for i, d, s in with_rows:
+        b = s["unit_bounds"]
+        for u, (r, q) in enumerate(zip(s["unit_root"], s["unit_seq"], strict=True)):
+            units.append(_Unit(str(r), d, int(q), i, int(b[u]), int(b[u + 1]), u))
+    return units
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """What a split's plan reads: the summaries by date and the dataset's numbering."""
+
+    by_block: dict[date, Mapping[str, np.ndarray]]
+    block_of: dict[date, int]
+    segments: Segments
+    t_idx: list[int]  # the dataset's targets among the summaries' target columns
+    cfg: DatasetConfig
+
+
+@dataclass
+class _SplitPlan:
+    """One split's rows as pieces of the date blocks, with the per-row arrays the plan
+    needs (time, segment, root, whether the targets are finite) and non-finite counts."""
+
+    widths: dict[str, int]
+    pieces: list[list[int]] = field(default_factory=list)  # [block, lo, hi, root index, segment]
+    ts: list[np.ndarray] = field(default_factory=list)
+    seg: list[np.ndarray] = field(default_factory=list)
+    root_index: list[np.ndarray] = field(default_factory=list)
+    target_finite: list[np.ndarray] = field(default_factory=list)
+    dates: list[date] = field(default_factory=list)
+    y1: list[np.ndarray] = field(default_factory=list)
+    counts: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.counts = {k: np.zeros(self.widths[k], np.int64) for k in self.widths}
+
+    def add(self, unit: _Unit, start: int, ri: int, ctx: _Blocks, keep_y1: bool) -> None:
+        """Rows [start, unit.hi) of the unit's block."""
+        r, d, hi = unit.root, unit.day, unit.hi
+        s = ctx.by_block[d]
+        segment = ctx.segments.number(r, unit.seq, d)
+        self.pieces.append([ctx.block_of[d], start, hi, ri, segment])
+        self.ts.append(s["ts"][start:hi])
+        self.seg.append(np.full(hi - start, segment, np.int32))
+        self.root_index.append(np.full(hi - start, ri, np.int16))
+        self.target_finite.append(s["target_finite"][start:hi][:, ctx.t_idx].all(axis=1))
+        self.dates.append(d)
+        if keep_y1:
+            self.y1.append(s["y1"][start:hi])
+        _count_cells(self.counts, s, start, hi, ctx.cfg.clip_sigma, ctx.t_idx)
+
+    def finish(self, name: str, bounds: dict[str, list],
+               cfg: DatasetConfig) -> tuple[SplitArrays, dict[str, Any]]:
+        """The split's shape-only arrays (time, segment, root, window starts) and its
+        ``meta["splits"]`` entry."""
+        ts = np.concatenate(self.ts) if self.ts else np.zeros(0, np.int64)
+        seg = np.concatenate(self.seg) if self.seg else np.zeros(0, np.int32)
+        finite = (np.where(np.concatenate(self.target_finite), 0.0, np.nan)[:, None]
+                  if self.target_finite else np.zeros((0, 1)))
+        starts = valid_window_starts(seg, finite, cfg.lookback, cfg.horizon)
+        summary = split_summary(name, ts, starts, self.dates, bounds, cfg)
+        split = dataset_store.shape_only(ts.size, self.widths, ts, seg,
+                                         np.concatenate(self.root_index), starts.astype(np.int64))
+        return split, summary
+
+    def nonfinite(self, name: str, cols: ColumnGroups) -> dict[str, int]:
+        """``meta["nonfinite"]`` entries of the split."""
+        names = cols._asdict()
+        return {f"{name}.{names[k][j]}": int(self.counts[k][j])
+                for k in ("observed", "known", "static", "targets") for j in np.flatnonzero(self.counts[k])}
+
+
+def _plan_split(name: str, units: list[_Unit], ctx: _Blocks, widths: dict[str, int]) -> _SplitPlan:
+    """The split's pieces, root by root in date order, each root's first ``cfg.embargo``
+    validation and test rows left out (``units``: the split's, in date order)."""
+    part = _SplitPlan(widths)
+    for ri, r in enumerate(ctx.segments.roots):
+        seen = 0
+        for unit in units:
+            if unit.root != r:
+                continue
+            skip = 0 if name == "train" else max(ctx.cfg.embargo - seen, 0)
+            seen += unit.hi - unit.lo
+            start = unit.lo + min(skip, unit.hi - unit.lo)
+            if start >= unit.hi:
+                continue
+            part.add(unit, start, ri, ctx, keep_y1=name == "train")
+    return part
+
+
 def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[str], cfg: DatasetConfig
          ) -> DatasetUpdate:
     """The arrays builder's split, embargo, statistics, windows and ``meta``, from the
@@ -222,100 +329,42 @@ def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[st
     if not with_rows:
         raise DatasetError("features table is empty: no dates available")
     columns = [str(c) for c in with_rows[0][2]["columns"]]
-    observed, known, static, targets = _names(columns, cfg.horizon)
+    cols = feature_columns(columns, cfg.horizon)
     all_targets = sorted((c for c in columns if c.startswith("y_") and c[2:].isdigit()), key=lambda c: int(c[2:]))
-    t_idx = [all_targets.index(t) for t in targets]
     per_date = pl.DataFrame({"_date": [d for _, d, _ in with_rows], "len": [int(s["ts"].size) for _, _, s in with_rows]},
                             schema={"_date": pl.Date, "len": pl.UInt32})
-    bounds = _split_bounds(per_date, cfg)
+    bounds = split_bounds(per_date, cfg)
     split_of = {d: name for name in SPLITS for d in bounds[name]}
-    units = []  # (root, date, seq, block index, lo, hi, unit index) in date order
-    for i, d, s in with_rows:
-        b = s["unit_bounds"]
-        for u, (r, q) in enumerate(zip(s["unit_root"], s["unit_seq"], strict=True)):
-            units.append((str(r), d, int(q), i, int(b[u]), int(b[u + 1]), u))
-    seg_dates = pl.DataFrame([(r, q, d) for r, d, q, *_ in units], schema={"root": pl.String, "contract_seq": pl.Int64,
-                                                                           "_date": pl.Date}, orient="row").unique()
-    stretch_of = {(r, d): k for r, d, k in stretch_numbers(seg_dates, "_date").iter_rows()}
-    segments = sorted({(r, q, stretch_of[(r, d)]) for r, q, d in seg_dates.iter_rows()})
-    roots = list(dict.fromkeys(r for r, _, _ in segments))
-    segment_of = {key: i for i, key in enumerate(segments)}
-    by_block = dict(summaries)
-    block_of = {d: i for i, (d, _) in enumerate(summaries)}
-
+    units = _units(with_rows)
+    seg_dates = pl.DataFrame([(u.root, u.seq, u.day) for u in units], schema={"root": pl.String, "contract_seq": pl.Int64,
+                                                                             "_date": pl.Date}, orient="row").unique()
+    segments = Segments.of(seg_dates)
     rows_of: dict[tuple[str, str], int] = {}
-    for r, d, _q, _i, lo, hi, _u in units:
-        rows_of[(split_of[d], r)] = rows_of.get((split_of[d], r), 0) + hi - lo
-    kept = {(name, r): (n if name == "train" else max(n - cfg.embargo, 0)) for (name, r), n in rows_of.items()}
-    for name in SPLITS:
-        if sum(kept.get((name, r), 0) for r in roots) == 0:
-            raise DatasetError(
-                f"split {name!r} is empty after the {cfg.embargo}-bar embargo: its trade dates "
-                f"{[str(d) for d in bounds[name]]} hold too few bars")
-
-    train_units = [by_block[d]["moments"][u] for r, d, _q, _i, _lo, _hi, u in units if split_of[d] == "train"]
+    for u in units:
+        rows_of[(split_of[u.day], u.root)] = rows_of.get((split_of[u.day], u.root), 0) + u.hi - u.lo
+    rows_after_embargo(rows_of, segments.roots, cfg, bounds)
+    by_block = dict(summaries)
     f_cols = [c for c in columns if c.startswith("f_")]
-    f_pos = [f_cols.index(c) for c in observed]
-    mean, std = _combine(m[:, f_pos] for m in train_units)
-    mean = np.nan_to_num(mean)
-    std = np.where(np.isfinite(std) & (std > STD_FLOOR), std, 1.0)
-
-    widths = {"observed": len(observed), "known": len(known), "static": len(static), "targets": len(targets)}
+    f_pos = [f_cols.index(c) for c in cols.observed]
+    train_units = [by_block[u.day]["moments"][u.index] for u in units if split_of[u.day] == "train"]
+    mean, std = guarded_moments(*_combine(m[:, f_pos] for m in train_units))
+    ctx = _Blocks(by_block, {d: i for i, (d, _) in enumerate(summaries)}, segments,
+                  [all_targets.index(t) for t in cols.targets], cfg)
     layout: dict[str, Any] = {"blocks": blocks, "splits": {}}
     splits, split_meta = {}, {}
     nonfinite: dict[str, int] = {}
     train_lo = train_hi = None
-    y1_train = []
+    y1 = np.zeros(0)
     for name in SPLITS:
-        pieces, ts, seg, ri_arr, tf, dates = [], [], [], [], [], []
-        counts = {k: np.zeros(widths[k], np.int64) for k in widths}
-        for ri, r in enumerate(roots):
-            seen = 0
-            for rr, d, q, _i, lo, hi, _u in units:
-                if rr != r or split_of[d] != name:
-                    continue
-                skip = 0 if name == "train" else max(cfg.embargo - seen, 0)
-                seen += hi - lo
-                start = lo + min(skip, hi - lo)
-                if start >= hi:
-                    continue
-                s = by_block[d]
-                segment = segment_of[(r, q, stretch_of[(r, d)])]
-                pieces.append([block_of[d], start, hi, ri, segment])
-                ts.append(s["ts"][start:hi])
-                seg.append(np.full(hi - start, segment, np.int32))
-                ri_arr.append(np.full(hi - start, ri, np.int16))
-                tf.append(s["target_finite"][start:hi][:, t_idx].all(axis=1))
-                dates.append(d)
-                if name == "train":
-                    y1_train.append(s["y1"][start:hi])
-                _count_cells(counts, s, start, hi, cfg.clip_sigma, t_idx)
-        n = int(sum(a.size for a in ts))
-        ts_a = np.concatenate(ts) if ts else np.zeros(0, np.int64)
-        seg_a = np.concatenate(seg) if seg else np.zeros(0, np.int32)
-        finite = np.where(np.concatenate(tf), 0.0, np.nan)[:, None] if tf else np.zeros((0, 1))
-        starts = valid_window_starts(seg_a, finite, cfg.lookback, cfg.horizon)
-        if starts.size == 0:
-            raise DatasetError(
-                f"split {name!r} has no complete window of {cfg.lookback}+{cfg.horizon} bars in one "
-                f"contract; its trade dates: {[str(d) for d in bounds[name]]}")
-        splits[name] = dataset_store.shape_only(n, widths, ts_a, seg_a,
-                                                np.concatenate(ri_arr), starts.astype(np.int64))
-        layout["splits"][name] = {"rows": n, "pieces": pieces}
-        split_meta[name] = {"rows": n, "windows": int(starts.size), "first_date": str(min(dates)),
-                            "last_date": str(max(dates)), "first_ts": str(_utc(ts_a.min())),
-                            "last_ts": str(_utc(ts_a.max()))}
+        part = _plan_split(name, [u for u in units if split_of[u.day] == name], ctx, cols.widths())
+        splits[name], split_meta[name] = part.finish(name, bounds, cfg)
+        layout["splits"][name] = {"rows": splits[name].n_rows, "pieces": part.pieces}
         if name == "train":
-            train_lo, train_hi = int(ts_a.min()), int(ts_a.max())
-        names = {"observed": observed, "known": known, "static": static, "targets": targets}
-        for k in ("observed", "known", "static", "targets"):
-            for j in np.flatnonzero(counts[k]):
-                nonfinite[f"{name}.{names[k][j]}"] = int(counts[k][j])
-
-    y1 = np.concatenate(y1_train).astype(np.float64) if y1_train else np.zeros(0)
-    levels, source = _levels(roots, summaries, train_lo, train_hi)
-    meta = dataset_meta(cfg, (observed, known, static, targets), roots, levels, source, y1,
-                        mean, std, split_meta, nonfinite)
+            train_lo, train_hi = int(splits[name].ts_event.min()), int(splits[name].ts_event.max())
+            y1 = np.concatenate(part.y1).astype(np.float64) if part.y1 else np.zeros(0)
+        nonfinite.update(part.nonfinite(name, cols))
+    levels, source = _levels(segments.roots, summaries, train_lo, train_hi)
+    meta = dataset_meta(cfg, cols, segments.roots, levels, source, y1, mean, std, split_meta, nonfinite)
     return DatasetUpdate(data=TrainingData(meta=meta, splits=splits), layout=layout)
 
 

@@ -111,7 +111,7 @@ def _std(x: pl.Expr, w: int) -> pl.Expr:
     return _sqrt_pos(x.rolling_var(w))
 
 
-def _ewm(x: pl.Expr, span: int) -> pl.Expr:
+def ewm(x: pl.Expr, span: int) -> pl.Expr:
     return x.ewm_mean(span=span, adjust=False).over(SEG)
 
 
@@ -238,7 +238,7 @@ def g_momentum(cfg: FeatureConfig) -> Stages:
         line = f"f_macd_{fast}_{slow}"
         signal = f"f_macd_signal_{fast}_{slow}_{sig}"
         first[line] = (pl.col(ema_col(fast)) - pl.col(ema_col(slow))) / C
-        second[signal] = _ewm(pl.col(line).cast(pl.Float64), sig)
+        second[signal] = ewm(pl.col(line).cast(pl.Float64), sig)
         third[f"f_macd_hist_{fast}_{slow}_{sig}"] = pl.col(line).cast(pl.Float64) - pl.col(signal)
     return [pre, first, second, third]
 

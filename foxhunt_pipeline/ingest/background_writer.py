@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-class _BackgroundWriter:
+class BackgroundWriter:
     """A ``ParquetWriter`` fed through a short queue by one thread: Arrow encodes and
     compresses a row group with the GIL released while the caller decodes the next chunk.
     The first write error stops writing and is raised to the caller."""

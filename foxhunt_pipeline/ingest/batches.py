@@ -67,7 +67,7 @@ _ZEROS_CAP = 1 << 20
 _ZEROS = np.zeros(0, dtype=np.int32)
 
 
-def _batch(
+def raw_bars_batch(
     recs: np.ndarray,
     symbol: str,
     root: str | None,
@@ -172,7 +172,7 @@ class BatchScreen:
         return bool((lo <= np.minimum(o, c)).all() and (np.maximum(o, c) <= h).all())
 
 
-def _validation_view(batch: pa.RecordBatch) -> tuple[pl.DataFrame, dict[str, str | None]]:
+def validation_view(batch: pa.RecordBatch) -> tuple[pl.DataFrame, dict[str, str | None]]:
     """The batch for :class:`StreamValidator`: numeric columns as a zero-copy polars frame,
     the one-value string columns as constants (never built row by row unless the batch
     fails the screen; a polars Categorical would fail the contract's String dtype)."""
@@ -188,5 +188,5 @@ def _validation_view(batch: pa.RecordBatch) -> tuple[pl.DataFrame, dict[str, str
     return frame, consts
 
 
-def _empty_batch() -> pa.RecordBatch:
+def empty_batch() -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=WRITE_SCHEMA)

@@ -21,6 +21,7 @@ from databento.common.error import BentoError
 from databento_dbn import Compression
 
 from foxhunt_pipeline.instruments.specs import parse_outright
+from models.utc import UTC_OFFSET, iso_utc
 
 BAR_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 # the record type each bar schema's records carry (databento_dbn.RType.from_schema)
@@ -143,7 +144,7 @@ class _CheckedZstdReader(io.RawIOBase):
         super().close()
 
 
-class _StrictDBNStore(db.DBNStore):
+class StrictDBNStore(db.DBNStore):
     """``DBNStore`` whose record reader detects truncated zstd frames."""
 
     source_path: Path
@@ -192,21 +193,21 @@ def _diagnose(path: Path, exc: BaseException) -> DbnInputError:
     )
 
 
-def _open_store(src: Path) -> _StrictDBNStore:
+def open_store(src: Path) -> StrictDBNStore:
     src = Path(src)
     if not src.is_file():
         raise DbnInputError(src, "no such file")
     if src.stat().st_size == 0:
         raise DbnInputError(src, "empty file (0 bytes); not a DBN file")
     try:
-        store = _StrictDBNStore.from_file(src)
+        store = StrictDBNStore.from_file(src)
     except (BentoError, databento_dbn.DBNError, zstandard.ZstdError, ValueError) as exc:
         raise _diagnose(src, exc) from exc
     store.source_path = src
     return store
 
 
-def _metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
+def metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
     m = store.metadata
     end = m.end
     return DbnMetadata(
@@ -227,13 +228,13 @@ def _metadata_of(src: Path, store: db.DBNStore) -> DbnMetadata:
 def read_metadata(src: Path | str) -> DbnMetadata:
     """Header of a landed DBN file, without reading its records."""
     src = Path(src)
-    return _metadata_of(src, _open_store(src))
+    return metadata_of(src, open_store(src))
 
 
 # ------------------------------------------------------------------ symbology
 
 
-def _check_bars(
+def check_bars(
     src: Path,
     meta: DbnMetadata,
     schemas: Sequence[str] = BAR_SCHEMAS,
@@ -270,14 +271,10 @@ def _check_bars(
     if meta.start_ns < lo or end > hi:
         raise DbnInputError(
             src,
-            f"implausible dates: the header says {meta.start.isoformat()} .. "
-            f"{meta.end.isoformat() if meta.end is not None else 'open end'}, outside "
-            f"{_iso(lo)} .. {_iso(hi)} (CME Globex history up to tomorrow)",
+            f"implausible dates: the header says {iso_utc(meta.start_ns, zone=UTC_OFFSET)} .. "
+            f"{iso_utc(meta.end_ns, zone=UTC_OFFSET) if meta.end_ns is not None else 'open end'}, outside "
+            f"{iso_utc(lo, zone=UTC_OFFSET)} .. {iso_utc(hi, zone=UTC_OFFSET)} (CME Globex history up to tomorrow)",
         )
-
-
-def _iso(ns: int) -> str:
-    return pd.Timestamp(ns, unit="ns", tz="UTC").isoformat()
 
 
 # CME Globex data on Databento (GLBX.MDP3) starts on 2010-06-06; nothing is dated after

@@ -35,7 +35,7 @@ import polars as pl
 import pyarrow as pa
 
 from foxhunt_pipeline.contracts.schemas import StreamValidator, ValidationResult, raw_bars_schema
-from foxhunt_pipeline.ingest.background_writer import _BackgroundWriter
+from foxhunt_pipeline.ingest.background_writer import BackgroundWriter
 from foxhunt_pipeline.ingest.batches import (
     KEY_COLUMNS,
     PARQUET_OPTIONS,
@@ -47,35 +47,37 @@ from foxhunt_pipeline.ingest.batches import (
     UNDEF_PRICE,
     WRITE_SCHEMA,
     BatchScreen,
-    _batch,
-    _empty_batch,
-    _validation_view,
+    empty_batch,
+    raw_bars_batch,
+    validation_view,
 )
 from foxhunt_pipeline.ingest.dbn_file import (
     BAR_SCHEMAS,
     DbnInputError,
     DbnMetadata,
     NsRange,
-    _check_bars,
-    _metadata_of,
-    _open_store,
+    StrictDBNStore,
+    check_bars,
     check_roots,
     check_rtype,
+    metadata_of,
+    open_store,
     plausible_ns,
     read_metadata,
     unknown_root_problem,
 )
 from foxhunt_pipeline.ingest.records import (
-    _dedupe_sorted,
-    _iter_chunks,
-    _split_by_instrument,
-    _strictly_after,
+    dedupe_sorted,
+    iter_chunks,
+    split_by_instrument,
+    strictly_after,
 )
-from foxhunt_pipeline.ingest.spill import _SpillArea
-from foxhunt_pipeline.ingest.symbols import _Resolver, spread_ids_from_definitions
+from foxhunt_pipeline.ingest.spill import SpillArea
+from foxhunt_pipeline.ingest.symbols import SymbolResolver, spread_ids_from_definitions
 from foxhunt_pipeline.instruments.sessions import calendar_name, open_minutes
 from foxhunt_pipeline.instruments.specs import ROOTS
 from models.atomic import atomic_write
+from models.utc import UTC_OFFSET, iso_utc
 
 
 @dataclass
@@ -128,8 +130,8 @@ class IngestReport(NsRange):
             "schema": self.schema,
             "dataset": self.dataset,
             "dbn_version": self.dbn_version,
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat() if self.end else None,
+            "start": iso_utc(self.start_ns, zone=UTC_OFFSET),
+            "end": iso_utc(self.end_ns, zone=UTC_OFFSET) if self.end_ns is not None else None,
             "symbols": ", ".join(self.symbols),
             "warnings": "; ".join(self.warnings),
         }
@@ -147,12 +149,30 @@ DEFAULT_CHUNK_RECORDS = 262_144
 
 def _last_row(batch: pa.RecordBatch, validator: StreamValidator) -> pl.DataFrame:
     """A batch's last row in the contract's layout, for the validator to carry over."""
-    frame, consts = _validation_view(batch.slice(batch.num_rows - 1, 1))
-    return validator._materialise(frame, consts)
+    frame, consts = validation_view(batch.slice(batch.num_rows - 1, 1))
+    return validator.materialise(frame, consts)
 
 
 class _NeedsSort(Exception):
     """The streamed instrument is not strictly increasing in time: redo with it spilled."""
+
+
+@dataclass(frozen=True)
+class _Options:
+    """:func:`ingest_dbn_file`'s settings, as each attempt at the partition reads them."""
+
+    chunk_records: int
+    source_file: str
+    spread_ids: set[int]
+    def_symbols: dict[int, str]
+    writer_options: dict[str, Any]
+    row_group_rows: int
+    validate: bool
+    spill_memory_bytes: int
+    schemas: tuple[str, ...]
+    datasets: Collection[str]
+    known_roots: frozenset[str]
+    plausible_dates: bool
 
 
 @dataclass
@@ -160,14 +180,78 @@ class _Run:
     """One attempt at writing the partition."""
 
     report: IngestReport
-    resolver: _Resolver
+    resolver: SymbolResolver
     validator: StreamValidator | None
     source_file: str
     row_group_rows: int
     known_roots: Collection[str] = ()
-    writer: _BackgroundWriter | None = None
+    writer: BackgroundWriter | None = None
     # numpy screen of each batch as it is built (None: every batch screened by polars)
     screen: BatchScreen | None = None
+    # the instrument written as it is read (None: all are held and written after the file)
+    stream_iid: int | None = None
+    streamed_last: int = -1  # its latest ts_event written so far
+    keep: dict[int, bool] = field(default_factory=dict)  # instrument -> has rows to keep
+
+    def write(self, tmp: Path, store: StrictDBNStore, opts: _Options, spill: SpillArea) -> None:
+        """The partition into ``tmp``: the file read once, the streamed instrument written
+        as it comes, the held ones after it; the writer is closed on any failure."""
+        self.writer = BackgroundWriter(tmp, WRITE_SCHEMA, **opts.writer_options)
+        try:
+            self.streamed_last = -1
+            for arr in iter_chunks(store, self.report.source, opts.chunk_records):
+                self.take_chunk(arr, spill)
+            self.write_held(spill)
+            if self.report.rows_out == 0:
+                self.writer.write(empty_batch())
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                self.writer.close()
+            raise
+        self.writer.close()
+
+    def take_chunk(self, arr: np.ndarray, spill: SpillArea) -> None:
+        """One decoded chunk: each instrument's records dropped (spreads, unmapped),
+        written (the streamed one) or held in ``spill``."""
+        report = self.report
+        report.rows_in += len(arr)
+        check_rtype(report.source, report.schema, arr["rtype"])
+        last = int(arr["ts_event"].max())
+        report.last_ns = last if report.last_ns is None else max(report.last_ns, last)
+        for iid, recs in split_by_instrument(arr):
+            kept = self.keep.get(iid)
+            if kept is None:
+                kept = self.keep[iid] = self.resolver.may_keep(iid)
+            if not kept:
+                if iid in self.resolver.unmapped:
+                    report.note_unmapped(recs["ts_event"])
+                else:
+                    report.spreads_dropped += len(recs)
+            elif iid == self.stream_iid:
+                if not strictly_after(self.streamed_last, recs["ts_event"]):
+                    raise _NeedsSort
+                self.streamed_last = int(recs["ts_event"][-1])
+                self.emit(iid, recs)
+            else:
+                spill.add(iid, recs)
+
+    def write_held(self, spill: SpillArea) -> None:
+        """The held instruments in id order; one that is not strictly increasing is sorted
+        and deduplicated on its own (conflicting copies counted, the first kept)."""
+        report = self.report
+        for iid in spill.ids():
+            if spill.clean[iid]:
+                for recs in spill.blocks(iid, self.row_group_rows):
+                    self.emit(iid, recs)
+                continue
+            whole = np.concatenate(list(spill.blocks(iid, self.row_group_rows)))
+            recs, conflicts = dedupe_sorted(whole)
+            report.duplicates_dropped += len(whole) - len(recs)
+            if len(conflicts):
+                report.conflicting_duplicates += len(conflicts)
+                report.first_conflicts += [(iid, int(t)) for t in conflicts[:5]]
+            del whole
+            self.emit(iid, recs)
 
     def emit(self, iid: int, recs: np.ndarray) -> None:
         """Write one instrument's time-sorted records, split by their dated symbol."""
@@ -186,7 +270,7 @@ class _Run:
                 report.roots.add(root)
             for a in range(lo, hi, self.row_group_rows):
                 b = min(a + self.row_group_rows, hi)
-                batch, n_undef = _batch(recs[a:b], symbol, root, self.source_file, self.screen)
+                batch, n_undef = raw_bars_batch(recs[a:b], symbol, root, self.source_file, self.screen)
                 report.undef_price_rows += n_undef
                 report.rows_out += b - a
                 if self.validator is not None and not (
@@ -199,7 +283,7 @@ class _Run:
                         functools.partial(_last_row, batch, self.validator),
                     )
                 ):
-                    self.validator.feed(*_validation_view(batch))
+                    self.validator.feed(*validation_view(batch))
                 self.writer.write(batch)
 
 
@@ -238,58 +322,47 @@ def ingest_dbn_file(
     ``report.validation``; the file is written either way.
     """
     src, dest = Path(src), Path(dest)
-    spread_ids, def_symbols = (
-        spread_ids_from_definitions(definitions) if definitions else (set(), {})
-    )
-    options = dict(
-        chunk_records=chunk_records,
-        source_file=source_file or src.name,
-        spread_ids=spread_ids,
-        def_symbols=def_symbols,
-        writer_options={
-            "compression": compression,
-            "compression_level": compression_level,
-            **PARQUET_OPTIONS,
-        },
-        row_group_rows=row_group_rows,
-        validate=validate,
-        spill_memory_bytes=spill_memory_bytes,
-        schemas=tuple(schemas),
-        datasets=datasets,
-        known_roots=frozenset(known_roots),
+    spread_ids, def_symbols = spread_ids_from_definitions(definitions) if definitions else (set(), {})
+    opts = _Options(
+        chunk_records=chunk_records, source_file=source_file or src.name,
+        spread_ids=spread_ids, def_symbols=def_symbols,
+        writer_options={"compression": compression, "compression_level": compression_level,
+                        **PARQUET_OPTIONS},
+        row_group_rows=row_group_rows, validate=validate, spill_memory_bytes=spill_memory_bytes,
+        schemas=tuple(schemas), datasets=datasets, known_roots=frozenset(known_roots),
         plausible_dates=plausible_dates,
     )
     try:
-        return _ingest(src, dest, stream_first=True, **options)  # type: ignore[arg-type]
+        return _ingest(src, dest, opts, stream_first=True)
     except _NeedsSort:
-        return _ingest(src, dest, stream_first=False, **options)  # type: ignore[arg-type]
+        return _ingest(src, dest, opts, stream_first=False)
 
 
-def _ingest(
-    src: Path,
-    dest: Path,
-    *,
-    stream_first: bool,
-    chunk_records: int,
-    source_file: str,
-    spread_ids: set[int],
-    def_symbols: dict[int, str],
-    writer_options: dict[str, Any],
-    row_group_rows: int,
-    validate: bool,
-    spill_memory_bytes: int,
-    schemas: Sequence[str],
-    datasets: Collection[str],
-    known_roots: Collection[str],
-    plausible_dates: bool,
-) -> IngestReport:
-    store = _open_store(src)
-    meta = _metadata_of(src, store)
-    _check_bars(src, meta, schemas, datasets, plausible_dates)
-    check_roots(src, meta, known_roots)
+def _ingest(src: Path, dest: Path, opts: _Options, *, stream_first: bool) -> IngestReport:
+    """One attempt: with ``stream_first`` the lowest-id outright is written as it is read
+    (raising :class:`_NeedsSort` if it is out of order), otherwise every instrument is held."""
+    store = open_store(src)
+    meta = metadata_of(src, store)
+    check_bars(src, meta, opts.schemas, opts.datasets, opts.plausible_dates)
+    check_roots(src, meta, opts.known_roots)
     assert meta.schema is not None
-    # rows must lie in the header's range, and that range in the plausible one
-    lo, hi = plausible_ns() if plausible_dates else (0, 2**63 - 1)
+    run = _start(src, dest, meta, opts)
+    known = sorted(set(run.resolver.intervals) | set(opts.def_symbols))
+    run.stream_iid = next((i for i in known if run.resolver.may_keep(i)), None) if stream_first else None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    spill = SpillArea(dest.parent, opts.spill_memory_bytes)
+    try:
+        atomic_write(dest, lambda tmp: run.write(tmp, store, opts, spill))
+    finally:
+        spill.close()
+    _finish(run)
+    return run.report
+
+
+def _start(src: Path, dest: Path, meta: DbnMetadata, opts: _Options) -> _Run:
+    """The attempt's report, symbol resolver and (``validate``) validator and screen for the
+    header's range, itself clipped to the plausible one: rows must lie in both."""
+    lo, hi = plausible_ns() if opts.plausible_dates else (0, 2**63 - 1)
     start_ns, end_ns = max(meta.start_ns, lo), min(hi if meta.end_ns is None else meta.end_ns, hi)
     report = IngestReport(
         source=src,
@@ -301,107 +374,55 @@ def _ingest(
         end_ns=meta.end_ns,
         symbols=meta.symbols,
     )
-    resolver = _Resolver(meta, spread_ids, def_symbols)
+    resolver = SymbolResolver(meta, opts.spread_ids, opts.def_symbols)
     validator = (
         StreamValidator(raw_bars_schema(start_ns, end_ns), label=f"raw_bars ({src.name})")
-        if validate
+        if opts.validate
         else None
     )
-    run = _Run(report, resolver, validator, source_file, row_group_rows, known_roots)
+    run = _Run(report, resolver, validator, opts.source_file, opts.row_group_rows, opts.known_roots)
     if validator is not None:
         run.screen = BatchScreen.for_schema(validator.schema, start_ns, end_ns)
-    keep: dict[int, bool] = {}
-    known = sorted(set(resolver.intervals) | set(def_symbols))
-    stream_iid = next((i for i in known if resolver.may_keep(i)), None) if stream_first else None
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    spill = _SpillArea(dest.parent, spill_memory_bytes)
+    return run
 
-    def write(tmp: Path) -> None:
-        run.writer = _BackgroundWriter(tmp, WRITE_SCHEMA, **writer_options)
-        try:
-            streamed_last = -1
-            for arr in _iter_chunks(store, src, chunk_records):
-                report.rows_in += len(arr)
-                check_rtype(src, meta.schema, arr["rtype"])
-                last = int(arr["ts_event"].max())
-                report.last_ns = last if report.last_ns is None else max(report.last_ns, last)
-                for iid, recs in _split_by_instrument(arr):
-                    kept = keep.get(iid)
-                    if kept is None:
-                        kept = keep[iid] = resolver.may_keep(iid)
-                    if not kept:
-                        if iid in resolver.unmapped:
-                            report.note_unmapped(recs["ts_event"])
-                        else:
-                            report.spreads_dropped += len(recs)
-                    elif iid == stream_iid:
-                        if not _strictly_after(streamed_last, recs["ts_event"]):
-                            raise _NeedsSort
-                        streamed_last = int(recs["ts_event"][-1])
-                        run.emit(iid, recs)
-                    else:
-                        spill.add(iid, recs)
-            for iid in spill.ids():
-                if spill.clean[iid]:
-                    for recs in spill.blocks(iid, row_group_rows):
-                        run.emit(iid, recs)
-                    continue
-                whole = np.concatenate(list(spill.blocks(iid, row_group_rows)))
-                recs, conflicts = _dedupe_sorted(whole)
-                report.duplicates_dropped += len(whole) - len(recs)
-                if len(conflicts):
-                    report.conflicting_duplicates += len(conflicts)
-                    report.first_conflicts += [(iid, int(t)) for t in conflicts[:5]]
-                del whole
-                run.emit(iid, recs)
-            if report.rows_out == 0:
-                run.writer.write(_empty_batch())
-        except BaseException:
-            with contextlib.suppress(BaseException):
-                run.writer.close()
-            raise
-        run.writer.close()
 
-    try:
-        atomic_write(dest, write)
-    finally:
-        spill.close()
-
+def _finish(run: _Run) -> None:
+    """The validation outcome and the warnings of a written partition, into its report."""
+    report, validator, name = run.report, run.validator, run.report.source.name
     if validator is not None:
         if report.rows_out == 0:
             validator.feed(pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()))  # type: ignore[arg-type]
         report.validation = validator.result()
     if report.rows_in == 0:
-        report.warnings.append(f"{src.name}: 0 records; wrote an empty partition")
-    report.warnings += dropped_warnings(src.name, report, resolver.unmapped)
-    if (late := truncation_warning(src.name, report)) is not None:
+        report.warnings.append(f"{name}: 0 records; wrote an empty partition")
+    report.warnings += dropped_warnings(name, report, run.resolver.unmapped)
+    if (late := truncation_warning(name, report)) is not None:
         report.warnings.append(late)
     if report.conflicting_duplicates:
         first = ", ".join(
-            f"instrument {i} at {pd.Timestamp(t, tz='UTC').isoformat()}"
+            f"instrument {i} at {iso_utc(t, zone=UTC_OFFSET)}"
             for i, t in report.first_conflicts[:5]
         )
         report.warnings.append(
-            f"{src.name}: {report.conflicting_duplicates} duplicate bars (same instrument, "
+            f"{name}: {report.conflicting_duplicates} duplicate bars (same instrument, "
             f"ts_event and publisher) disagree with the first copy in the file, which is "
             f"kept; first: {first}"
         )
     if report.undef_price_rows:
         report.warnings.append(
-            f"{src.name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
+            f"{name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
         )
-    return report
 
 
 def dropped_warnings(name: str, report: IngestReport, unmapped: Collection[int]) -> list[str]:
     """Why rows were dropped: outside the header's date range, or no symbol mapping."""
     out = []
     if report.outside_dropped:
-        when = ", ".join(pd.Timestamp(t, tz="UTC").isoformat() for t in report.first_outside[:3])
-        end = report.end.isoformat() if report.end is not None else "open end"
+        when = ", ".join(iso_utc(t, zone=UTC_OFFSET) for t in report.first_outside[:3])
+        end = iso_utc(report.end_ns, zone=UTC_OFFSET) if report.end_ns is not None else "open end"
         out.append(
             f"{name}: {report.outside_dropped} row(s) dated outside the header's range "
-            f"{report.start.isoformat()} .. {end} were dropped (first: {when}): a broken record "
+            f"{iso_utc(report.start_ns, zone=UTC_OFFSET)} .. {end} were dropped (first: {when}): a broken record "
             "or a file that was altered after download"
         )
     rest = report.unmapped_dropped - report.outside_dropped
@@ -434,8 +455,8 @@ def truncation_warning(name: str, report: IngestReport,
         return None
     return (
         f"{name} looks truncated: its last record is at "
-        f"{pd.Timestamp(report.last_ns, unit='ns', tz='UTC').isoformat()} but its header runs to "
-        f"{pd.Timestamp(report.end_ns, unit='ns', tz='UTC').isoformat()}, and {root} traded "
+        f"{iso_utc(report.last_ns, zone=UTC_OFFSET)} but its header runs to "
+        f"{iso_utc(report.end_ns, zone=UTC_OFFSET)}, and {root} traded "
         f"{open_for[root] / 60:.1f} hours in between ({calendar_name(root)} calendar); "
         f"{report.rows_out} rows ingested. If the download was cut short, land the complete file "
         "(under a new name) and materialize again"

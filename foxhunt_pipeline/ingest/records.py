@@ -19,10 +19,10 @@ import numpy as np
 import zstandard
 from databento.common.error import BentoError, BentoWarning
 
-from foxhunt_pipeline.ingest.dbn_file import DbnInputError, _StrictDBNStore
+from foxhunt_pipeline.ingest.dbn_file import DbnInputError, StrictDBNStore
 
 
-def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+def split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(instrument_id, its records in file order) for each instrument in a chunk."""
     ids = arr["instrument_id"]
     first = ids[0]
@@ -67,7 +67,7 @@ def _split_by_instrument(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
 VALUE_FIELDS = ("open", "high", "low", "close", "volume")
 
 
-def _dedupe_sorted(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dedupe_sorted(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort one instrument's records by (ts_event, publisher_id), keep each key's first
     (in file order); also the ``ts_event`` of the dropped copies whose OHLCV differ from
     the kept one (conflicting duplicates, reported rather than silently dropped)."""
@@ -130,7 +130,7 @@ class _Prefetcher:
         self._thread.join()
 
 
-def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
+def iter_chunks(store: StrictDBNStore, src: Path, chunk_records: int) -> Iterator[np.ndarray]:
     """Chunks of records, decoded one ahead (see :class:`_Prefetcher`); a truncated or
     corrupt stream is a DbnInputError, not a warning.
 
@@ -156,6 +156,6 @@ def _iter_chunks(store: _StrictDBNStore, src: Path, chunk_records: int) -> Itera
             reader.close()
 
 
-def _strictly_after(last_ts: int, ts: np.ndarray) -> bool:
+def strictly_after(last_ts: int, ts: np.ndarray) -> bool:
     """``ts`` strictly increasing and after ``last_ts``: sorted and duplicate-free."""
     return int(ts[0]) > last_ts and (len(ts) < 2 or bool((ts[1:] > ts[:-1]).all()))

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from foxhunt_pipeline.ingest.records import _strictly_after
+from foxhunt_pipeline.ingest.records import strictly_after
 
 
-class _SpillArea:
+class SpillArea:
     """Each spilled instrument's records, in file order: in memory while the area holds less
     than ``budget_bytes``, in one raw file per instrument (a temporary directory beside the
     destination) from then on. Memory stays bounded; files that fit never touch the disk."""
@@ -33,7 +33,7 @@ class _SpillArea:
         self.dtype = recs.dtype
         ts = recs["ts_event"]
         last = self._last.get(iid, -1)
-        if self.clean.get(iid, True) and not _strictly_after(last, ts):
+        if self.clean.get(iid, True) and not strictly_after(last, ts):
             self.clean[iid] = False
         else:
             self.clean.setdefault(iid, True)

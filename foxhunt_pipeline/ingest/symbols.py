@@ -12,7 +12,7 @@ from pathlib import Path
 import databento_dbn
 import numpy as np
 
-from foxhunt_pipeline.ingest.dbn_file import DbnInputError, DbnMetadata, _open_store
+from foxhunt_pipeline.ingest.dbn_file import DbnInputError, DbnMetadata, open_store
 from foxhunt_pipeline.instruments.specs import is_spread, parse_outright
 
 NS_PER_DAY = 86_400 * 10**9
@@ -74,7 +74,7 @@ def spread_ids_from_definitions(paths: Iterable[Path | str]) -> tuple[set[int], 
     spreads: set[int] = set()
     symbols: dict[int, str] = {}
     for p in paths:
-        store = _open_store(Path(p))
+        store = open_store(Path(p))
         if store.metadata.schema != "definition":
             raise DbnInputError(
                 p, f"expected a definition file, got schema {store.metadata.schema!r}"
@@ -92,7 +92,7 @@ def spread_ids_from_definitions(paths: Iterable[Path | str]) -> tuple[set[int], 
 # -------------------------------------------------------------------- cleaning
 
 
-class _Resolver:
+class SymbolResolver:
     """Which rows of an instrument are kept, and under which symbol and root.
 
     Decided per (instrument_id, UTC day) from the header's dated mappings (falling back

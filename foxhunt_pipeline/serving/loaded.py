@@ -12,7 +12,8 @@ from typing import Any, Literal
 import polars as pl
 
 from foxhunt_pipeline.serving.actions import actions_frame, is_agent, load_agent
-from foxhunt_pipeline.serving.predict import predict_frame
+from foxhunt_pipeline.serving.predict import check_forecaster, predict_frame
+from models.export import load_artifact
 
 
 @dataclass
@@ -24,16 +25,12 @@ class LoadedModel:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> LoadedModel:
-        from models.export import load_artifact
-
         path = Path(path)
         if is_agent(path):
             fn, meta = load_agent(path)
             return cls("agent", fn, meta, path)
         fn, meta = load_artifact(path)
-        from foxhunt_pipeline.serving.predict import _check_forecaster
-
-        _check_forecaster(meta, path)
+        check_forecaster(meta, path)
         return cls("forecaster", fn, meta, path)
 
     @property

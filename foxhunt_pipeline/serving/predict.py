@@ -52,7 +52,7 @@ def predict_from_parquet(
     per horizon and quantile (``h1_q10`` .. ``h5_q90``) in log-return units, for every row
     with a full history window whose ts_event lies in [start, end]."""
     fn, meta = load_artifact(artifact_path)
-    _check_forecaster(meta, Path(artifact_path))
+    check_forecaster(meta, Path(artifact_path))
     path = Path(features_parquet)
     files = features_files(path)
     schema = pl.read_parquet_schema(files[0])
@@ -205,7 +205,7 @@ def quantile_column(horizon: int, q: float) -> str:
 # --- helpers -------------------------------------------------------------------------
 
 
-def _check_forecaster(meta: dict[str, Any], path: Path) -> None:
+def check_forecaster(meta: dict[str, Any], path: Path) -> None:
     need = ("lookback", "horizon", "quantiles", "target_scale", "observed_names", "known_names", "static_names")
     missing = [k for k in need if k not in meta]
     if missing:

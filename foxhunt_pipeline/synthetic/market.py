@@ -121,6 +121,7 @@ CARRY_BY_CLASS = {"equity_index": 0.036, "rates": -0.015, "energy": -0.05, "meta
 _DAY_NS = DAY_S * NS
 _T_SCALE = math.sqrt((T_DOF - 2.0) / T_DOF)  # Student-t -> unit variance
 _MEAN_ABS_Z = 1.0 * _T_SCALE  # E|T_4| = 1
+_H_VAR = VOL_SLOW_SD**2 + VOL_FAST_SD**2  # variance of the log-vol state h
 
 
 def _ar1(innov: np.ndarray, phi: float, gain: float, prev: float) -> np.ndarray:
@@ -149,6 +150,44 @@ class _RootState:
     h_slow: float = 0.0
     h_fast: float = 0.0
     offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class _DayPath:
+    """One day of a root's latent market, what its contracts' bars are built from."""
+
+    ts: np.ndarray  # bar starts, ns
+    sigma: np.ndarray  # each bar's return sd, ticks
+    spot_start: np.ndarray  # latent price at the bar start, ticks
+    spot_end: np.ndarray
+    volume: np.ndarray  # the root's expected volume per bar, all contracts together
+
+
+@dataclass
+class _Basis:
+    """The contracts that trade on a day and the offset paths O_c of those used."""
+
+    cands: list[tuple[int, int]]  # listed (year, month), by expiry
+    front_idx: np.ndarray  # index into cands of each bar's front contract
+    start: dict[int, np.ndarray] = field(default_factory=dict)  # O_c at the bar start
+    end: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class _DayBars:
+    """The records and symbol mappings of one day, collected instrument by instrument."""
+
+    day: date
+    chunks: list[np.ndarray] = field(default_factory=list)
+    mappings: list[Mapping] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)
+
+    def add(self, symbol: str, iid: int, records: np.ndarray) -> None:
+        """An instrument's records; its symbol is mapped for the day once."""
+        if iid not in self.seen:
+            self.seen.add(iid)
+            self.mappings.append(Mapping(symbol, iid, self.day, self.day + timedelta(days=1)))
+        self.chunks.append(records)
 
 
 @dataclass(frozen=True)
@@ -190,17 +229,27 @@ class RootSimulator:
         return self.state.offsets[ym]
 
     def simulate_day(self, day: date, ts: np.ndarray) -> tuple[np.ndarray, list[Mapping]]:
-        n = ts.size
-        if n == 0:
+        """Every contract's and spread's bars for one UTC day's bar starts ``ts``, and
+        their symbol mappings. Random draws, in order: the volatility state and the
+        innovations, the tick rounding, the basis moves, then each instrument's bars (the
+        drift has a stream of its own)."""
+        if ts.size == 0:
             return np.empty(0, dtype=OHLCV_DTYPE), []
-        sp, st, step = self.spec, self.state, self.p.step_s
         rng = np.random.default_rng(
-            np.random.SeedSequence([self.seed, sp.root_id, step, day.toordinal()])
+            np.random.SeedSequence([self.seed, self.spec.root_id, self.p.step_s, day.toordinal()])
         )
-        wd, sod = chicago_clock(ts)
-        vol_season, volume_share = seasonality(sod, sp.asset_class, step)
+        path = self._latent_path(rng, day, ts)
+        basis = self._basis(rng, day, ts)
+        out = _DayBars(day)
+        for i in np.unique(basis.front_idx):
+            self._pair_bars(rng, i, path, basis, out)
+        return np.concatenate(out.chunks), out.mappings
 
-        # volatility state and the return innovations
+    def _volatility_and_noise(
+        self, rng: np.random.Generator, n: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The two log-vol factors, the Student-t shocks z and the AR(1) innovations v."""
+        st = self.state
         eta = rng.standard_normal((2, n))
         h_slow = _ar1(
             eta[0], self.phi_slow, VOL_SLOW_SD * math.sqrt(1 - self.phi_slow**2), st.h_slow
@@ -208,29 +257,47 @@ class RootSimulator:
         h_fast = _ar1(
             eta[1], self.phi_fast, VOL_FAST_SD * math.sqrt(1 - self.phi_fast**2), st.h_fast
         )
-        h = h_slow + h_fast
-        h_var = VOL_SLOW_SD**2 + VOL_FAST_SD**2
         z = rng.standard_t(T_DOF, n) * _T_SCALE
         v = _ar1(z, self.p.rho, math.sqrt(1 - self.p.rho**2), st.u)
-        # the drift has its own stream, so volume, contracts and OHLC draw as before
+        return h_slow, h_fast, z, v
+
+    def _drift(self, day: date, n: int) -> np.ndarray:
+        """The latent drift a_t, from its own stream, so volume, contracts and OHLC draw
+        as they would without it."""
         drift_rng = np.random.default_rng(
-            np.random.SeedSequence([self.seed, sp.root_id, step, day.toordinal(), DRIFT_STREAM])
+            np.random.SeedSequence(
+                [self.seed, self.spec.root_id, self.p.step_s, day.toordinal(), DRIFT_STREAM]
+            )
         )
-        a = _ar1(
+        return _ar1(
             drift_rng.standard_normal(n),
             self.phi_drift,
             self.drift_sd * math.sqrt(1 - self.phi_drift**2),
-            st.drift,
+            self.state.drift,
         )
-        v_gain = math.sqrt(1 - self.drift_sd**2)
-        u = a + v_gain * v
 
-        session_sd = sp.daily_vol * st.spot  # ticks
-        sigma = session_sd / math.sqrt(self.n_session) * vol_season * np.exp(h - h_var)
+    def _sigma(
+        self, wd: np.ndarray, sod: np.ndarray, vol_season: np.ndarray, h: np.ndarray
+    ) -> np.ndarray:
+        """Each bar's return sd in ticks, with the gap variance on a session's first bar."""
+        session_sd = self.spec.daily_vol * self.state.spot  # ticks
+        sigma = session_sd / math.sqrt(self.n_session) * vol_season * np.exp(h - _H_VAR)
         reopen = sod == OPEN_S
         closed_h = np.where(wd == 6, WEEKEND_CLOSED_HOURS, 1)
         gap_var = GAP_VAR_PER_CLOSED_DAY * closed_h / 24.0 * session_sd**2
-        sigma = np.where(reopen, np.sqrt(sigma**2 + gap_var), sigma)
+        return np.where(reopen, np.sqrt(sigma**2 + gap_var), sigma)
+
+    def _latent_path(self, rng: np.random.Generator, day: date, ts: np.ndarray) -> _DayPath:
+        """The latent spot over the day, the oracle's trades on it, and the root's
+        expected volume per bar; carries the state to the next day."""
+        sp, st, n = self.spec, self.state, ts.size
+        wd, sod = chicago_clock(ts)
+        vol_season, volume_share = seasonality(sod, sp.asset_class, self.p.step_s)
+        h_slow, h_fast, z, v = self._volatility_and_noise(rng, n)
+        h = h_slow + h_fast
+        a = self._drift(day, n)
+        u = a + math.sqrt(1 - self.drift_sd**2) * v
+        sigma = self._sigma(wd, sod, vol_season, h)
         moves = tick_moves(sigma * u, rng.random(n))
         spot_end = st.spot + np.cumsum(moves)
         spot_start = np.concatenate(([st.spot], spot_end[:-1]))
@@ -248,11 +315,12 @@ class RootSimulator:
             float(h_slow[-1]),
             float(h_fast[-1]),
         )
+        activity = np.exp(h - 0.5 * _H_VAR) * (0.5 + 0.5 * np.abs(z) / _MEAN_ABS_Z)
+        return _DayPath(ts, sigma, spot_start, spot_end, sp.daily_volume * volume_share * activity)
 
-        activity = np.exp(h - 0.5 * h_var) * (0.5 + 0.5 * np.abs(z) / _MEAN_ABS_Z)
-        lam_total = sp.daily_volume * volume_share * activity
-
-        # contracts: the first two unexpired trade at each instant
+    def _basis(self, rng: np.random.Generator, day: date, ts: np.ndarray) -> _Basis:
+        """The contracts trading at each bar (the first two unexpired) and the offset
+        paths O_c of those used; carries the offsets to the next day."""
         cands = listed_contracts(
             self.root, day - timedelta(days=1), day + timedelta(days=2), extra=2
         )
@@ -260,73 +328,57 @@ class RootSimulator:
         front_idx = np.searchsorted(last, ts, side="right")
         if front_idx.max() + 1 >= len(cands):
             raise RuntimeError(f"{self.root}: not enough listed contracts after {day}")
-        used = range(int(front_idx.min()), int(front_idx.max()) + 2)
+        n = ts.size
         p_move = BASIS_MOVES_PER_SESSION / self.n_session
-        offset_end: dict[int, np.ndarray] = {}
-        offset_start: dict[int, np.ndarray] = {}
-        for i in used:
+        basis = _Basis(cands, front_idx)
+        for i in range(int(front_idx.min()), int(front_idx.max()) + 2):
             jump = (rng.random(n) < p_move) * rng.choice(np.array([-1, 1]), n)
             o0 = self._offset(cands[i])
             path = o0 + np.cumsum(jump)
-            offset_end[i], offset_start[i] = path, np.concatenate(([o0], path[:-1]))
-            st.offsets[cands[i]] = int(path[-1])
+            basis.end[i], basis.start[i] = path, np.concatenate(([o0], path[:-1]))
+            self.state.offsets[cands[i]] = int(path[-1])
+        return basis
 
-        chunks: list[np.ndarray] = []
-        mappings: list[Mapping] = []
-        next_day = day + timedelta(days=1)
-        seen: set[int] = set()
-
-        def add(
-            symbol: str,
-            iid: int,
-            sel: np.ndarray,
-            o: np.ndarray,
-            c: np.ndarray,
-            lam: np.ndarray,
-            ext: np.ndarray | float,
-        ) -> None:
-            if iid not in seen:
-                seen.add(iid)
-                mappings.append(Mapping(symbol, iid, day, next_day))
-            chunks.append(self._bars(rng, iid, ts[sel], o, c, lam, ext))
-
-        for i in np.unique(front_idx):
-            sel = front_idx == i
-            (fy, fm), (ny, nm) = cands[i], cands[i + 1]
-            t_days = (ts[sel] - roll_centre_ns(self.root, fy, fm)) / _DAY_NS
-            s_next = MIN_CONTRACT_SHARE + (1 - 2 * MIN_CONTRACT_SHARE) / (
-                1 + np.exp(-t_days / ROLL_WIDTH_DAYS)
-            )
-            lam = lam_total[sel]
-            ext = RANGE_EXTENSION * sigma[sel]
-            front_sym, next_sym = (
-                contract_symbol(self.root, fy, fm),
-                contract_symbol(self.root, ny, nm),
-            )
-            for j, sym, share in ((i, front_sym, 1 - s_next), (i + 1, next_sym, s_next)):
-                y, m = cands[j]
-                add(
-                    sym,
-                    instrument_id_for(self.root, y, m),
-                    sel,
-                    spot_start[sel] + offset_start[j][sel],
-                    spot_end[sel] + offset_end[j][sel],
-                    lam * share,
-                    ext,
-                )
-            spread_share = SPREAD_SHARE + SPREAD_ROLL_SHARE * np.exp(
-                -0.5 * (t_days / SPREAD_ROLL_WIDTH_DAYS) ** 2
-            )
-            add(
-                spread_symbol(front_sym, next_sym),
-                instrument_id_for(self.root, fy, fm, spread=True),
-                sel,
-                offset_start[i][sel] - offset_start[i + 1][sel],
-                offset_end[i][sel] - offset_end[i + 1][sel],
-                lam * spread_share,
-                0.25,
-            )
-        return np.concatenate(chunks), mappings
+    def _pair_bars(
+        self,
+        rng: np.random.Generator,
+        i: int,
+        path: _DayPath,
+        basis: _Basis,
+        out: _DayBars,
+    ) -> None:
+        """The bars of front contract ``i``, the next one and their spread, over the bars
+        where ``i`` is the front; volume moves to the next contract around the roll."""
+        ts = path.ts
+        sel = basis.front_idx == i
+        (fy, fm), (ny, nm) = basis.cands[i], basis.cands[i + 1]
+        t_days = (ts[sel] - roll_centre_ns(self.root, fy, fm)) / _DAY_NS
+        s_next = MIN_CONTRACT_SHARE + (1 - 2 * MIN_CONTRACT_SHARE) / (
+            1 + np.exp(-t_days / ROLL_WIDTH_DAYS)
+        )
+        lam = path.volume[sel]
+        ext = RANGE_EXTENSION * path.sigma[sel]
+        front_sym, next_sym = (
+            contract_symbol(self.root, fy, fm),
+            contract_symbol(self.root, ny, nm),
+        )
+        for j, sym, share in ((i, front_sym, 1 - s_next), (i + 1, next_sym, s_next)):
+            y, m = basis.cands[j]
+            iid = instrument_id_for(self.root, y, m)
+            o = path.spot_start[sel] + basis.start[j][sel]
+            c = path.spot_end[sel] + basis.end[j][sel]
+            out.add(sym, iid, self._bars(rng, iid, ts[sel], o, c, lam * share, ext))
+        spread_share = SPREAD_SHARE + SPREAD_ROLL_SHARE * np.exp(
+            -0.5 * (t_days / SPREAD_ROLL_WIDTH_DAYS) ** 2
+        )
+        iid = instrument_id_for(self.root, fy, fm, spread=True)
+        o = basis.start[i][sel] - basis.start[i + 1][sel]
+        c = basis.end[i][sel] - basis.end[i + 1][sel]
+        out.add(
+            spread_symbol(front_sym, next_sym),
+            iid,
+            self._bars(rng, iid, ts[sel], o, c, lam * spread_share, 0.25),
+        )
 
     def _bars(
         self,

@@ -3,7 +3,7 @@
 Globex futures trade Sunday-Friday 17:00-16:00 America/Chicago with a daily
 halt 16:00-17:00 CT and the weekend close from Friday 16:00 to Sunday 17:00 CT.
 The root's CME calendar in ``pandas_market_calendars`` (the one the known-future inputs
-read, mapped by :func:`~foxhunt_pipeline.features.calendar_inputs.calendar_name`) then
+read, mapped by :func:`~foxhunt_pipeline.instruments.sessions.calendar_name`) then
 closes a full holiday's whole trade date and ends an early-close trade date (the day after
 Thanksgiving, Christmas Eve, Monday holidays...) at that day's ``market_close`` instead of
 16:00 CT: no bar starts at or after it until the next session opens at 17:00 CT as usual.
@@ -21,6 +21,8 @@ from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
 import numpy as np
+
+from foxhunt_pipeline.instruments.sessions import calendar_name, exchange_calendar
 
 CHICAGO = ZoneInfo("America/Chicago")
 NS = 1_000_000_000
@@ -133,29 +135,17 @@ def trade_days(ts_ns: np.ndarray) -> np.ndarray:
     return local // DAY_S + (local % DAY_S >= OPEN_S)
 
 
-def _calendar_of(root: str) -> str:
-    from foxhunt_pipeline.features.calendar_inputs import calendar_name
-
-    return calendar_name(root)
-
-
-def _calendar(name: str):
-    from foxhunt_pipeline.features.calendar_inputs import _calendar
-
-    return _calendar(name)
-
-
 @cache
 def _holidays(calendar: str) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        holidays = _calendar(calendar).holidays().holidays
+        holidays = exchange_calendar(calendar).holidays().holidays
     return np.asarray(holidays, dtype="datetime64[D]").astype(np.int64)
 
 
 def closed_trade_days(root: str) -> np.ndarray:
     """Full-holiday trade dates (days since the epoch) of the root's CME calendar."""
-    return _holidays(_calendar_of(root))
+    return _holidays(calendar_name(root))
 
 
 @lru_cache(maxsize=256)
@@ -164,7 +154,7 @@ def _early_closes_in_year(calendar: str, year: int) -> tuple[np.ndarray, np.ndar
     in ``year``: one schedule per calendar and year, so a run reads the calendar a few times."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cal = _calendar(calendar)
+        cal = exchange_calendar(calendar)
         early = cal.early_closes(cal.schedule(f"{year}-01-01", f"{year}-12-31"))
     days = early.index.to_numpy().astype("datetime64[D]").astype(np.int64)
     close = early["market_close"].dt.tz_convert("UTC").dt.tz_localize(None)
@@ -174,7 +164,7 @@ def _early_closes_in_year(calendar: str, year: int) -> tuple[np.ndarray, np.ndar
 def early_closes(root: str, first_day: int, last_day: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted early-close trade dates (days since the epoch) between ``first_day`` and
     ``last_day`` inclusive, with each one's close in UTC ns, per the root's calendar."""
-    calendar = _calendar_of(root)
+    calendar = calendar_name(root)
     first_year, last_year = (
         int(np.datetime64(d, "D").astype("datetime64[Y]").astype(np.int64)) + 1970
         for d in (first_day, last_day)

@@ -37,6 +37,7 @@ from models.evaluation.metrics import (
 from models.evaluation.running_cost import measure_running_cost
 from models.evaluation.skill import idle_is_undefined
 from models.trading_rules import threshold_positions
+from models.utc import iso_utc
 from models.windows import SplitArrays, TrainingData, WindowDataset, to_device
 
 FAN_CHART_BARS = 300
@@ -78,15 +79,11 @@ class EvaluationReport:
 # --- inputs -----------------------------------------------------------------------------
 
 
-def _iso(ns: int) -> str:
-    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")) + "Z"
-
-
 def split_period(split: SplitArrays) -> dict[str, str]:
     ts = np.asarray(split.ts_event)
     if ts.size == 0:
         return {"test_start": "", "test_end": ""}
-    return {"test_start": _iso(ts.min()), "test_end": _iso(ts.max())}
+    return {"test_start": iso_utc(ts.min()), "test_end": iso_utc(ts.max())}
 
 
 def require_test_split(data: TrainingData, name: str) -> SplitArrays:

@@ -378,7 +378,7 @@ def test_truncated_input_mid_stream_leaves_previous_dest(tmp_path: Path) -> None
 def test_split_by_instrument_keeps_file_order(n_instruments: int) -> None:
     recs = np.concatenate([make_records(i + 1, i, 50) for i in range(n_instruments)])
     recs = recs[np.random.default_rng(1).permutation(len(recs))]
-    parts = list(dbn_decode._split_by_instrument(recs))
+    parts = list(dbn_decode.split_by_instrument(recs))
     assert [iid for iid, _ in parts] == list(range(1, n_instruments + 1))
     for iid, part in parts:
         assert part.dtype == recs.dtype

@@ -213,11 +213,11 @@ def test_reference_comparison_can_fail(tmp_path: Path) -> None:
 
 
 def _screened(recs: np.ndarray, start_ns: int, end_ns: int) -> bool:
-    from foxhunt_pipeline.ingest.batches import BatchScreen, _batch
+    from foxhunt_pipeline.ingest.batches import BatchScreen, raw_bars_batch
 
     screen = BatchScreen.for_schema(raw_bars_schema(start_ns, end_ns), start_ns, end_ns)
     assert screen is not None
-    _batch(recs, "ESH4", "ES", "f.dbn", screen)
+    raw_bars_batch(recs, "ESH4", "ES", "f.dbn", screen)
     return screen.passed
 
 
@@ -226,7 +226,7 @@ def _screened(recs: np.ndarray, start_ns: int, end_ns: int) -> bool:
     ["none", "before_start", "at_end", "step_back", "repeat_ts", "low_zero", "crossed", "undef"],
 )
 def test_numpy_batch_screen_only_passes_what_pandera_passes(perturb: str) -> None:
-    from foxhunt_pipeline.ingest.batches import _batch, _validation_view
+    from foxhunt_pipeline.ingest.batches import raw_bars_batch, validation_view
 
     d0 = day_ns(date(2024, 1, 3))
     recs = make_records(100, d0 + NS, 50, schema="ohlcv-1s")
@@ -245,7 +245,7 @@ def test_numpy_batch_screen_only_passes_what_pandera_passes(perturb: str) -> Non
         recs["open"][9] = recs["high"][9] + 1
     elif perturb == "undef":
         recs["close"][3] = UNDEF_PRICE
-    frame, consts = _validation_view(_batch(recs, "ESH4", "ES", "f.dbn")[0])
+    frame, consts = validation_view(raw_bars_batch(recs, "ESH4", "ES", "f.dbn")[0])
     frame = frame.with_columns(pl.lit(v, pl.String).alias(k) for k, v in consts.items())
     pandera_ok = validate_frame(
         frame.select(list(RAW_BARS_POLARS_SCHEMA)), raw_bars_schema(start, end)
