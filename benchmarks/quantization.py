@@ -29,6 +29,7 @@ import torch
 from models.agents.policy import PolicyNet
 from models.export import ExportError, artifact_bytes, export_artifact, load_artifact
 from models.mamba2.model import Mamba2Config, Mamba2Forecaster
+from models.quantile import pinball_loss
 from models.quantization import (
     Variant,
     batch_of,
@@ -36,7 +37,6 @@ from models.quantization import (
     evaluate_agent_variants,
     evaluate_forecaster_variants,
     latency_ms,
-    pinball_loss,
     quantize_int8,
     quantize_variants,
     recommend,
@@ -145,7 +145,7 @@ def main() -> None:
         if args.export:
             _export_rows(variants, batch_of(inputs, 4), rows, formats)
             rows.append(_int8_before(model, batch_of(inputs, 4), rows, formats,
-                                     lambda out: pinball_loss(out.float(), batch["target"], quantiles), inputs))
+                                     lambda out: float(pinball_loss(out.float(), batch["target"], quantiles)), inputs))
         results[name] = {"rows": rows, "recommended": recommend([r for r in rows if "supported" in r])}
         if torch.cuda.is_available():
             results[name]["gpu_b256"] = _gpu_throughput(model, inputs)

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from models.quantile import pinball_loss_numpy  # noqa: E402
+from models.quantile import pinball_loss  # noqa: E402
 from models.windows import TrainingData  # noqa: E402
 
 Q_MEDIAN = 4  # index of 0.5 in the nine default quantiles
@@ -58,8 +58,8 @@ def curve_point(epoch: int, train_loss: float, pred_val: np.ndarray, pred_test: 
     q = data.meta["quantiles"]
     y_val, y_test = scaled_targets(data, "validation"), scaled_targets(data, "test")
     med = pred_test[:, :, Q_MEDIAN]
-    return {"epoch": epoch, "train": train_loss, "val": pinball_loss_numpy(pred_val, y_val, q),
-            "test": pinball_loss_numpy(pred_test, y_test, q),
+    return {"epoch": epoch, "train": train_loss, "val": pinball_loss(pred_val, y_val, q),
+            "test": pinball_loss(pred_test, y_test, q),
             "ic1": float(np.corrcoef(med[:, 0], y_test[:, 0])[0, 1]),
             "ic5": float(np.corrcoef(med[:, -1], y_test[:, -1])[0, 1]),
             "med_sd1": float(med[:, 0].std()), "med_sd5": float(med[:, -1].std()),
@@ -190,10 +190,10 @@ def references(data: TrainingData) -> dict[str, dict[str, float]]:
     lgb = fit_lightgbm_quantiles(data, seed=0, **PROFILES["demo"]["lightgbm"]).predict(
         data.splits["test"])
     clim = climatology_quantiles(data, list(q))
-    return {"lightgbm": {"test": pinball_loss_numpy(lgb, y, q),
+    return {"lightgbm": {"test": pinball_loss(lgb, y, q),
                          "ic1": float(np.corrcoef(lgb[:, 0, Q_MEDIAN], y[:, 0])[0, 1]),
                          "ic5": float(np.corrcoef(lgb[:, -1, Q_MEDIAN], y[:, -1])[0, 1])},
-            "climatology": {"test": pinball_loss_numpy(clim, y, q)}}
+            "climatology": {"test": pinball_loss(clim, y, q)}}
 
 
 def _fmt(v: float | None, width: int, digits: int) -> str:

@@ -8,7 +8,6 @@ scores baselines that never touch torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,22 +25,23 @@ def pinball_terms(diff: Any, q: Any) -> Any:
     return maximum(q * diff, (q - 1.0) * diff)
 
 
-def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
-    """Mean pinball loss. ``pred [..., Q]``, ``target [...]``, ``quantiles [Q]``."""
-    diff = target.unsqueeze(-1) - pred
-    q = quantiles.to(dtype=pred.dtype, device=pred.device)
-    return pinball_terms(diff, q).mean()
+def pinball_loss(pred: Any, target: Any, quantiles: Any, *, axis: int | None = None) -> Any:
+    """Mean pinball loss of ``pred [..., Q]`` against ``target [...]``.
 
-
-def pinball_loss_numpy(
-    pred: np.ndarray, target: np.ndarray, quantiles: Sequence[float] | np.ndarray
-) -> float:
-    """Mean pinball loss in float64; ``pred`` broadcasts against ``target[..., None]``
-    (so a climatology ``[H, Q]`` scores against targets ``[W, H]``). NaN targets are skipped."""
+    Torch ``pred``: a differentiable scalar tensor (the training loss). Otherwise float64
+    numpy, NaN targets skipped, ``pred`` broadcasting against ``target[..., None]`` (a
+    climatology ``[H, Q]`` scores against targets ``[W, H]``): a float, or with ``axis``
+    the mean over that axis only (``axis=0`` of ``[W, H, Q]`` gives the ``[H, Q]`` table)."""
+    if isinstance(pred, torch.Tensor):
+        q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)
+        target = torch.as_tensor(target, device=pred.device)
+        return pinball_terms(target.unsqueeze(-1) - pred, q).mean()
     q = np.asarray(quantiles, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
-    diff = target[..., None] - np.asarray(pred, dtype=np.float64)
-    return float(np.nanmean(pinball_terms(diff, q)))
+    terms = pinball_terms(target[..., None] - np.asarray(pred, dtype=np.float64), q)
+    if axis is not None:
+        return np.nanmean(terms, axis=axis)
+    return float(np.nanmean(terms))
 
 
 class MonotoneQuantileHead(nn.Module):

@@ -150,7 +150,7 @@ class OracleDay:
                       for k in names})
 
     def summary(self, bars_per_year: float) -> dict[str, float | int | None]:
-        """Sharpe (ddof 1, as ``models.evaluation.metrics.sharpe_ratio``), annual log return,
+        """Sharpe (ddof 1, as ``models.sharpe.sharpe_ratio``, from running sums), annual log return,
         IC of the 5-bar forecast; None where undefined (no trades, too few bars)."""
         n = self.n_bars
         mean = self.pnl_sum / n if n else math.nan

@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from models.sharpe import sharpe_ratio
 from models.windows import TrainingData
 
 N_ACTIONS = 3
@@ -498,13 +499,12 @@ def summarize_backtest(bt: dict[str, np.ndarray]) -> dict[str, float]:
     n = int(r.size)
     pos = bt["positions"].astype(np.int64)
     prev = np.where(bt["episode_start"], 0, np.concatenate([[0], pos[:-1]])) if n else pos
-    std = float(r.std()) if n > 1 else 0.0
     return {
         "n_rows": float(n),
         "mean_reward": float(r.mean()) if n else 0.0,
         "total_log_return": float(r.sum()),
         "total_cost": float(bt["costs"].sum()),
-        "sharpe_per_bar": float(r.mean() / std) if std > 0 else 0.0,
+        "sharpe_per_bar": sharpe_ratio(r, 1.0) if n > 1 else 0.0,  # not annualised
         "trades": float(np.abs(pos - prev).sum()),
         "mean_abs_position": float(np.abs(pos).mean()) if n else 0.0,
         "hit_rate": float((r[pos != 0] > 0).mean()) if (pos != 0).any() else 0.0,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from models.quantile import pinball_loss_numpy
+from models.quantile import pinball_loss
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def fit_quantile_weights(member_preds: Mapping[str, np.ndarray], targets: np.nda
         raise ValueError(f"non-finite validation predictions from {bad}")
 
     def loss(w: np.ndarray) -> float:
-        return float(pinball_loss_numpy(_combine(preds, w), targets, quantiles))
+        return float(pinball_loss(_combine(preds, w), targets, quantiles))
 
     m = len(names)
     candidates: dict[str, np.ndarray] = {"equal": np.full(m, 1.0 / m)}

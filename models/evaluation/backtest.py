@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.evaluation.metrics import max_drawdown, sharpe_ratio, sortino_ratio
+from models.evaluation.metrics import max_drawdown, sortino_ratio
+from models.sharpe import sharpe_ratio
 from models.trading_rules import as_1d
 
 

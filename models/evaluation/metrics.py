@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.quantile import pinball_terms
+from models.quantile import pinball_loss, pinball_terms
+from models.sharpe import sharpe_ratio
 
 #: One-minute bars in a year of 23-hour futures sessions (252 x 1380): the default where a
 #: dataset does not say its own ``bars_per_year``.
@@ -31,17 +32,6 @@ def _check_forecast(pred: np.ndarray, y: np.ndarray, quantiles: Sequence[float])
         raise ValueError(f"outcomes shape {y.shape} does not match forecasts {pred.shape[:2]}")
     if pred.shape[2] != len(quantiles):
         raise ValueError(f"forecasts have {pred.shape[2]} quantiles, expected {len(quantiles)}")
-
-
-def pinball_loss(
-    pred: np.ndarray, y: np.ndarray, quantiles: Sequence[float]
-) -> np.ndarray:
-    """Mean pinball loss per horizon and quantile, ``[H, Q]``: max(q*e, (q-1)*e), e = y - yhat."""
-    pred, y = np.asarray(pred, np.float64), np.asarray(y, np.float64)
-    _check_forecast(pred, y, quantiles)
-    q = np.asarray(quantiles, np.float64)[None, None, :]
-    err = y[:, :, None] - pred
-    return pinball_terms(err, q).mean(axis=0)
 
 
 def q_risk(pred: np.ndarray, y: np.ndarray, quantiles: Sequence[float], q: float) -> float:
@@ -117,19 +107,6 @@ def directional_accuracy(forecast: np.ndarray, outcome: np.ndarray) -> float:
 
 
 # --- trading-series statistics -------------------------------------------------------
-
-
-def sharpe_ratio(pnl: np.ndarray, periods_per_year: float) -> float:
-    """Annualised Sharpe of per-bar pnl (zero risk-free rate: futures are unfunded).
-
-    ``periods_per_year`` is bars per year for the bar size and session hours (not 252)."""
-    x = np.asarray(pnl, np.float64)
-    if x.size < 2:
-        return float("nan")
-    sd = x.std(ddof=1)
-    if sd == 0:
-        return 0.0 if x.mean() == 0 else float(np.sign(x.mean()) * np.inf)
-    return float(x.mean() / sd * np.sqrt(periods_per_year))
 
 
 def sortino_ratio(pnl: np.ndarray, periods_per_year: float) -> float:
@@ -284,7 +261,9 @@ def forecast_metrics(
 ) -> dict[str, float]:
     """The flat forecaster metric set: pinball per horizon/quantile, q-risk P50/P90, 80%
     coverage, median MAE, directional accuracy of the horizon-1 median."""
-    pb = pinball_loss(pred, y, quantiles)
+    pred, y = np.asarray(pred, np.float64), np.asarray(y, np.float64)
+    _check_forecast(pred, y, quantiles)
+    pb = pinball_loss(pred, y, quantiles, axis=0)  # [H, Q]
     out: dict[str, float] = {"pinball_mean": float(pb.mean())}
     for h in range(pb.shape[0]):
         for j, q in enumerate(quantiles):

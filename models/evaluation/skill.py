@@ -17,8 +17,8 @@ from models.evaluation.metrics import (
     direction_hits,
     directional_accuracy_ci,
     sharpe_ci,
-    sharpe_ratio,
 )
+from models.sharpe import sharpe_ratio
 
 FAMILY_WISE_ALPHA = 0.05
 #: ICIR (mean / std of the daily IC) needs this many days of at least MIN_IC_DAY_BARS scored

@@ -17,9 +17,8 @@ from models.quantization.evaluate import evaluate_agent_variants, evaluate_forec
 from models.quantization.measure import (
     compare_variant,
     latency_ms,
-    pinball_loss,
+    position_pnl,
     positions_from_outputs,
-    sharpe_ratio,
 )
 from models.quantization.outputs import Inputs
 from models.quantization.recommend import recommend
@@ -57,12 +56,11 @@ __all__ = [
     "evaluate_agent_variants",
     "evaluate_forecaster_variants",
     "latency_ms",
-    "pinball_loss",
+    "position_pnl",
     "positions_from_outputs",
     "called_layers",
     "quantize_int8",
     "quantize_variants",
     "recommend",
-    "sharpe_ratio",
     "state_dict_bytes",
 ]

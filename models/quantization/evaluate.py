@@ -14,16 +14,17 @@ import torch
 
 from models.evaluation import metrics
 from models.export import batch_of
+from models.quantile import pinball_loss
 from models.quantization.measure import (
     compare_variant,
     latency_ms,
-    pinball_loss,
+    position_pnl,
     positions_from_outputs,
-    sharpe_ratio,
 )
 from models.quantization.outputs import first_tensor
 from models.quantization.tolerance import DEFAULT_TOLERANCE, OUTPUT_TOLERANCE, Tolerance
 from models.quantization.variants import Unsupported, Variant
+from models.sharpe import sharpe_ratio
 
 
 def evaluate_forecaster_variants(
@@ -43,7 +44,7 @@ def evaluate_forecaster_variants(
 
     def metric(out: Any) -> float:
         pred = first_tensor(out).float()
-        return loss_fn(pred, targets) if loss_fn else pinball_loss(pred, targets, quantiles)
+        return loss_fn(pred, targets) if loss_fn else float(pinball_loss(pred, targets, quantiles))
 
     def accept(cmp: dict[str, float]) -> tuple[bool, str]:
         inc = cmp["metric_rel_change"]
@@ -78,7 +79,7 @@ def evaluate_agent_variants(
         pos = positions_from_outputs(first_tensor(out), positions)
         if sharpe_fn:
             return float(sharpe_fn(pos, returns))
-        return sharpe_ratio(pos, returns, cost=cost, periods_per_year=periods_per_year)
+        return sharpe_ratio(position_pnl(pos, returns, cost=cost), periods_per_year)
 
     def accept(cmp: dict[str, float]) -> tuple[bool, str]:
         agree = cmp["action_agreement"]

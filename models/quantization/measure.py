@@ -11,16 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from models import quantile
-from models.evaluation import metrics
 from models.quantization.outputs import first_tensor
-
-
-def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float:
-    """Mean quantile loss of ``pred [B, H, Q]`` against ``target [B, H]``, as a float
-    (``models.quantile.pinball_loss`` on ``pred``'s device and dtype)."""
-    q = torch.as_tensor(quantiles, dtype=pred.dtype, device=pred.device)
-    return float(quantile.pinball_loss(pred, target.to(pred.device, pred.dtype), q))
 
 
 def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (-1.0, 0.0, 1.0)) -> np.ndarray:
@@ -28,16 +19,13 @@ def positions_from_outputs(outputs: torch.Tensor, positions: Sequence[float] = (
     return np.asarray(positions, dtype=np.float64)[outputs.argmax(dim=-1).cpu().numpy()]
 
 
-def sharpe_ratio(
-    position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0,
-    periods_per_year: float = metrics.DEFAULT_BARS_PER_YEAR,
-) -> float:
-    """Annualised Sharpe (``metrics.sharpe_ratio``, the evaluation's one definition) of
-    ``position * next return - cost * |position change|``."""
+def position_pnl(position: np.ndarray, returns: np.ndarray, *, cost: float = 0.0) -> np.ndarray:
+    """Per-bar net P&L ``position * next return - cost * |position change|``, for
+    ``models.sharpe.sharpe_ratio`` (the one Sharpe)."""
     position = np.asarray(position, dtype=np.float64)
     pnl = position * np.asarray(returns, dtype=np.float64)
     pnl -= cost * np.abs(np.diff(position, prepend=0.0))
-    return metrics.sharpe_ratio(pnl, periods_per_year)
+    return pnl
 
 
 def compare_variant(

@@ -25,6 +25,7 @@ from models.agents.trading_env import (
 from models.atomic import atomic_write
 from models.evaluation import metrics
 from models.export import artifact_bytes, export_artifact, forecaster_metadata
+from models.quantile import pinball_loss
 from models.quantization import (
     DEFAULT_TOLERANCE,
     OUTPUT_TOLERANCE,
@@ -39,6 +40,7 @@ from models.quantization import (
     quantize_variants,
     recommend,
 )
+from models.sharpe import sharpe_ratio
 from models.windows import TrainingData
 
 
@@ -106,7 +108,7 @@ def quantize_forecaster(
     quantiles = list(data.meta["quantiles"])
 
     def loss(pred: torch.Tensor, target: torch.Tensor) -> float:
-        return float(metrics.pinball_loss(pred.cpu().numpy(), target.cpu().numpy(), quantiles).mean())
+        return float(pinball_loss(pred.cpu().numpy(), target.cpu().numpy(), quantiles, axis=0).mean())
 
     variants = quantize_variants(model, batch_of(inputs, 4), precisions=precisions, device=device)
     rows = evaluate_forecaster_variants(
@@ -144,7 +146,7 @@ def quantize_agent(
     """Variants of a ``PolicyNet`` (obs -> 3 action scores): each one backtested with
     ``trading_env.evaluate_positions`` on ``split`` (same costs as the evaluation);
     agreement = share of rows where its position equals fp32's; Sharpe per
-    ``metrics.sharpe_ratio`` on the net per-bar P&L."""
+    ``models.sharpe.sharpe_ratio`` on the net per-bar P&L."""
     state = policy_state(policy)  # the forecasters it observes stay fp32: only the policy varies
     market = prepare_market_data(data, split, policy_layout_config(policy), state=state)
     rows_idx = market.rows
@@ -195,7 +197,7 @@ class _AgentReference:
            bars_per_year: float, latency_repeats: int) -> _AgentReference:
         bt = _backtest(ref.module, market)
         return cls(module=ref.module, backtest=bt,
-                   sharpe=metrics.sharpe_ratio(bt["rewards"], bars_per_year),
+                   sharpe=sharpe_ratio(bt["rewards"], bars_per_year),
                    latency={b: latency_ms(ref.module, batch_of(obs, b), repeats=latency_repeats)
                             for b in (1, 32)},
                    state_dict_bytes=ref.state_dict_bytes)
@@ -222,7 +224,7 @@ def _agent_row(precision: str, v: Variant, bt: dict[str, np.ndarray], bars_per_y
                latency_repeats: int) -> dict[str, Any]:
     """One supported variant's row from its backtest ``bt``: output distance, Sharpe against
     fp32, action agreement, the verdict and its reason, latency and size."""
-    sharpe = metrics.sharpe_ratio(bt["rewards"], bars_per_year)
+    sharpe = sharpe_ratio(bt["rewards"], bars_per_year)
     agree = float((bt["positions"] == ref.backtest["positions"]).mean())
     row = compare_variant(ref.module, v.module, obs, lambda out: 0.0)
     row.pop("metric_rel_change")

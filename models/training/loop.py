@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from models import climatology
 from models.config_fields import check_known_fields
-from models.quantile import pinball_loss, pinball_loss_numpy
+from models.quantile import pinball_loss
 from models.registry import model_type_of
 from models.training.checkpoint import (
     OPTIMIZER_PREFIX,
@@ -522,7 +522,7 @@ def climatology_quantiles(data: TrainingData, quantiles: tuple[float, ...] | Non
 def quantile_loss_of(preds: np.ndarray, targets: np.ndarray, quantiles) -> float:
     """Mean pinball loss of ``preds`` ([W, H, Q] or a broadcastable [H, Q]) on ``targets``
     [W, H]; the same number ``train_forecaster`` reports as ``val_loss``."""
-    return pinball_loss_numpy(preds, targets, quantiles)
+    return pinball_loss(preds, targets, quantiles)
 
 
 # --- internals ---------------------------------------------------------------

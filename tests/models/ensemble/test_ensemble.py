@@ -9,7 +9,7 @@ import torch
 
 from models.ensemble.model import build_ensemble
 from models.ensemble.weights import fit_quantile_weights
-from models.quantile import pinball_loss_numpy
+from models.quantile import pinball_loss
 from models.registry import build_model
 from models.training.checkpoint import load_checkpoint, save_checkpoint
 from tests.model_data import synthetic_training_data
@@ -45,7 +45,7 @@ def test_a_useless_member_gets_almost_no_weight_and_the_fit_is_never_worse_than_
     assert fitted.loss <= fitted.member_losses["good"] + 1e-12
     w = fitted.weights
     combined = good * w["good"] + noise * w["noise"] + clim * w["climatology"]
-    assert fitted.loss == pytest.approx(pinball_loss_numpy(combined, y, Q))
+    assert fitted.loss == pytest.approx(pinball_loss(combined, y, Q))
 
 
 def test_bad_members_are_refused():

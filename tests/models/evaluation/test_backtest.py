@@ -16,7 +16,7 @@ from models.evaluation.baselines import (
     momentum_positions,
     trailing_return,
 )
-from models.evaluation.metrics import sharpe_ratio
+from models.sharpe import sharpe_ratio
 from models.trading_rules import band_action, band_positions, threshold_positions
 from tests.model_data import synthetic_training_data
 

@@ -15,12 +15,12 @@ from models.evaluation.metrics import (
     interval_coverage,
     max_drawdown,
     median_mae,
-    pinball_loss,
     q_risk,
     sharpe_ci,
     sharpe_ratio,
     sortino_ratio,
 )
+from models.quantile import pinball_loss
 
 Q3 = (0.1, 0.5, 0.9)
 Q9 = tuple(round(0.1 * i, 1) for i in range(1, 10))
@@ -30,13 +30,13 @@ def test_pinball_loss_by_hand():
     pred = np.array([[[0.0, 1.0, 2.0]]])  # one window, one horizon, q 0.1/0.5/0.9
     y = np.array([[1.0]])
     # q=0.1: e=+1 -> 0.1; q=0.5: e=0 -> 0; q=0.9: e=-1 -> max(-0.9, 0.1) = 0.1
-    np.testing.assert_allclose(pinball_loss(pred, y, Q3), [[0.1, 0.0, 0.1]])
+    np.testing.assert_allclose(pinball_loss(pred, y, Q3, axis=0), [[0.1, 0.0, 0.1]])
 
 
 def test_pinball_loss_per_horizon_is_separate():
     pred = np.zeros((2, 2, 3))
     y = np.array([[1.0, -2.0], [1.0, -2.0]])
-    pb = pinball_loss(pred, y, Q3)
+    pb = pinball_loss(pred, y, Q3, axis=0)
     np.testing.assert_allclose(pb[0], [0.1, 0.5, 0.9])
     np.testing.assert_allclose(pb[1], [1.8, 1.0, 0.2])
 
@@ -61,7 +61,7 @@ def test_unknown_quantile_and_bad_shapes_are_named():
     with pytest.raises(ValueError, match="quantile 0.9"):
         q_risk(np.zeros((2, 1, 2)), np.ones((2, 1)), (0.1, 0.5), 0.9)
     with pytest.raises(ValueError, match="does not match"):
-        pinball_loss(np.zeros((2, 1, 3)), np.ones((3, 1)), Q3)
+        forecast_metrics(np.zeros((2, 1, 3)), np.ones((3, 1)), Q3)
 
 
 def test_coverage_counts_outcomes_inside_the_interval():
@@ -161,7 +161,7 @@ def test_forecast_metrics_is_flat_and_complete():
     assert {"q_risk_p50", "q_risk_p90", "coverage_80", "median_mae",
             "directional_accuracy", "pinball_mean"} <= set(m)
     assert len([k for k in m if k.startswith("pinball_h")]) == 45
-    assert m["pinball_h2_q0.30"] == pytest.approx(pinball_loss(pred, y, Q9)[1, 2])
+    assert m["pinball_h2_q0.30"] == pytest.approx(pinball_loss(pred, y, Q9, axis=0)[1, 2])
 
 
 @pytest.mark.parametrize("n,block", [(500, None), (333, 7), (50, 50), (40, 1)])

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from models.quantile import pinball_loss
 from models.quantization import (
     OUTPUT_TOLERANCE,
     PRECISIONS,
@@ -17,12 +18,12 @@ from models.quantization import (
     compare_variant,
     evaluate_agent_variants,
     evaluate_forecaster_variants,
-    pinball_loss,
+    position_pnl,
     quantize_variants,
     recommend,
-    sharpe_ratio,
     state_dict_bytes,
 )
+from models.sharpe import sharpe_ratio
 from tests.quant_standins import ConvScanForecaster, LSTMForecaster, MLPPolicy, forecaster_inputs
 
 QUANTILES = [round(0.1 * i, 1) for i in range(1, 10)]
@@ -144,7 +145,7 @@ def test_pinball_loss_matches_the_definition():
     pred = torch.tensor([[[0.0, 1.0]]])
     target = torch.tensor([[0.5]])
     # q=0.1: err=+0.5 -> 0.05; q=0.9: err=-0.5 -> (0.9-1)*-0.5 = 0.05
-    assert pinball_loss(pred, target, [0.1, 0.9]) == pytest.approx(0.05)
+    assert float(pinball_loss(pred, target, [0.1, 0.9])) == pytest.approx(0.05)
 
 
 def test_compare_variant_reports_metric_change_and_output_distance():
@@ -193,11 +194,13 @@ def test_agent_evaluation_measures_action_agreement_and_sharpe():
             assert r["accepted"] == (r["action_agreement"] >= 0.95)
 
 
-def test_sharpe_ratio_charges_costs_on_position_changes():
+def test_position_pnl_charges_costs_on_position_changes():
     returns = np.full(10, 1e-3) + np.tile([1e-4, -1e-4], 5)
-    always_long = sharpe_ratio(np.ones(10), returns, periods_per_year=1)
-    flipping = sharpe_ratio(np.tile([1.0, 0.0], 5), returns, cost=2e-3, periods_per_year=1)
+    always_long = sharpe_ratio(position_pnl(np.ones(10), returns), 1)
+    flipping = sharpe_ratio(position_pnl(np.tile([1.0, 0.0], 5), returns, cost=2e-3), 1)
     assert always_long > 0 > flipping
+    np.testing.assert_allclose(position_pnl([1.0, 0.0, -1.0], [0.1, 0.2, 0.3], cost=0.01),
+                               [0.1 - 0.01, -0.01, -0.3 - 0.01])
 
 
 def _row(precision, size, ratio_b32, b1_ms, accepted=True, supported=True):

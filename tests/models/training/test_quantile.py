@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.quantile import MonotoneQuantileHead, pinball_loss, pinball_loss_numpy
+from models.quantile import MonotoneQuantileHead, pinball_loss
 from models.windows import DEFAULT_QUANTILES
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -28,7 +28,7 @@ def test_pinball_matches_plain_reference():
     expected = _reference_loss(pred, target, q)
     got_torch = pinball_loss(torch.from_numpy(pred), torch.from_numpy(target), torch.tensor(q))
     assert got_torch.item() == pytest.approx(expected, rel=1e-5)
-    assert pinball_loss_numpy(pred, target, q) == pytest.approx(expected, rel=1e-9)
+    assert pinball_loss(pred, target, q) == pytest.approx(expected, rel=1e-9)
 
 
 def test_pinball_is_asymmetric():
@@ -42,7 +42,7 @@ def test_pinball_is_asymmetric():
 def test_numpy_loss_broadcasts_climatology_and_skips_nan():
     target = np.array([[0.0, 1.0], [np.nan, 2.0]])
     clim = np.array([[0.0], [1.0]])  # [H, Q] with one quantile
-    loss = pinball_loss_numpy(clim, target, [0.5])
+    loss = pinball_loss(clim, target, [0.5])
     assert loss == pytest.approx((0 + 0 + 0.5) / 3)
 
 
