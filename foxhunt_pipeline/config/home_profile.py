@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from foxhunt_pipeline.config.profiles import PROFILE_ENV, PROFILES
+from models.atomic import atomic_write
 
 PROFILE_FILE = "profile"
 CPU_PROFILE = "demo"
@@ -27,8 +28,6 @@ def stored_profile(home: Path) -> str | None:
 def store_profile(home: Path, name: str) -> None:
     if name not in PROFILES:
         raise ValueError(f"{name!r} is not a profile; choose one of {', '.join(PROFILES)}")
-    from models.atomic import atomic_write
-
     atomic_write(Path(home) / PROFILE_FILE, lambda p: p.write_text(name + "\n"))
 
 
@@ -52,7 +51,7 @@ def resolve_profile(explicit: str | None, home: Path, *, has_gpu: bool) -> tuple
 
 def has_gpu() -> bool:
     try:
-        import torch
+        import torch  # lazy: seconds to import, and the CLI asks this before any command runs
 
         return bool(torch.cuda.is_available())
     except Exception:

@@ -24,6 +24,8 @@ from typing import Literal
 
 import polars as pl
 
+from foxhunt_pipeline.features.grid import SESSION_MINUTES
+
 DEFAULT_WINDOWS: tuple[int, ...] = (5, 10, 20, 30, 60, 120, 240)
 DEFAULT_GROUPS: tuple[str, ...] = (
     "returns",
@@ -305,8 +307,6 @@ def g_shape(cfg: FeatureConfig) -> Stages:
 
 
 def g_session(cfg: FeatureConfig) -> Stages:
-    from foxhunt_pipeline.features.grid import SESSION_MINUTES
-
     sm = pl.col("_sm").cast(pl.Float64)
     return [
         {

@@ -88,8 +88,6 @@ def load_agent(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
 
 
 def is_agent(path: str | os.PathLike[str]) -> bool:
-    import json
-
     path = Path(path)
     if (path / "policy.json").exists():
         return True

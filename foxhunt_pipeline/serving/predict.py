@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from foxhunt_pipeline.features.dataset import DatasetConfig, feature_hash
 from models.export import FORECASTER_INPUTS, load_artifact
 
 KEY_COLUMNS = ("ts_event", "root", "contract_seq")
@@ -127,8 +128,6 @@ def check_features_match(columns: Sequence[str], meta: dict[str, Any], source: P
             if cols != list(want[p]):
                 raise FeatureHashMismatch(_diff_message(source, p, cols, want[p]))
         return
-    from foxhunt_pipeline.features.dataset import DatasetConfig, feature_hash
-
     cfg = DatasetConfig(**{**config, "fractions": tuple(config["fractions"])})
     targets = list(meta.get("target_names") or [f"y_{h}" for h in range(1, int(meta["horizon"]) + 1)])
     got = feature_hash(names["f_"], names["k_"], names["s_"], targets, cfg)

@@ -19,6 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -187,18 +188,14 @@ def read_table_parts(root: UPath, table: str) -> pl.DataFrame:
 
 def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: bool = True):
     """A DuckDB connection whose views resolve, wherever the warehouse lives."""
-    import duckdb
-
     con = duckdb.connect(os.fspath(duckdb_path), read_only=read_only)
     if not is_local(root):
         con.register_filesystem(root.fs)
         return con
     # the stored views name absolute paths; temp views (searched first, nothing written)
     # name this warehouse, so a moved or copied home never reads its old place
-    from foxhunt_pipeline.storage.warehouse import view_sources, view_sql
-
-    for table, source in view_sources(root.path).items():
-        con.execute(view_sql(table, source, temp=True, con=con)).fetchall()
+    for table, source in local.view_sources(root.path).items():
+        con.execute(local.view_sql(table, source, temp=True, con=con)).fetchall()
     return con
 
 

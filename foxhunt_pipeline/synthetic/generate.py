@@ -32,6 +32,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 # Every name this module defined or imported before the split stays importable from here;
 # the ``X as X`` ones are helpers callers may have reached through it, not its own API.
@@ -240,8 +241,6 @@ def generate(
     config = generator_config(roots, schema, start, seed, random_walk)
     it = _simulate(days, roots, schema, start, seed, random_walk)
     if progress:
-        from tqdm import tqdm
-
         it = tqdm(it, total=days, desc="generate", unit="day")
     written: list[Path] = []
     for day, recs, maps, oracle in it:
