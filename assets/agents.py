@@ -28,6 +28,7 @@ from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models.agents import train as agents
+from models.agents.saved_config import save_agent_config
 from models.agents.trading_env import EnvConfig
 from models.agents.train import DQNConfig, PPOConfig
 from models.training.checkpoint import CheckpointMismatchError, check_compatible, load_checkpoint
@@ -158,7 +159,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         on_eval = _validation_logger(context, run, family, int(agent_cfg.total_timesteps), profile)
         result = train(data, agent_cfg, on_eval=on_eval, forecasters=forecasters,
                        forecaster_train_configs=forecaster_configs)
-        paths, behaviour_md = _save_policy(run, family, result, data, run_dir)
+        paths, behaviour_md = _save_policy(run, family, result, agent_cfg, data, run_dir)
         version = registration.register(
             run, family, registered, run_dir / "policy", data, storage, profile=profile,
             metrics={"final_val_mean_reward": float(result.final_val_mean_reward),
@@ -222,11 +223,12 @@ def _validation_logger(context: dg.AssetExecutionContext, run: TrackedRun, famil
     return on_eval
 
 
-def _save_policy(run: TrackedRun, family: str, result, data: TrainingData,
-                 run_dir: Path) -> tuple[dict, dict]:
+def _save_policy(run: TrackedRun, family: str, result, agent_cfg: agents.AgentConfig,
+                 data: TrainingData, run_dir: Path) -> tuple[dict, dict]:
     """The trained policy with its serving metadata and behaviour plots, logged to the run;
     returns the policy's paths and the behaviour's metadata."""
     paths = agents.save_policy(result.model, run_dir / "policy")
+    paths["agent_config"] = save_agent_config(agent_cfg, run_dir / "policy")
     registration.write_agent_serving_meta(run_dir / "policy", data)
     behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
     run.log_artifacts(run_dir / "policy", "checkpoint")

@@ -30,6 +30,7 @@ from foxhunt_pipeline.features.grid import trade_dates
 from foxhunt_pipeline.storage import model_store
 from models.agents import train as agents
 from models.agents.policy import load_policy
+from models.agents.saved_config import saved_agent_config
 from models.agents.state import saved_forecasters
 from models.agents.trading_env import EnvConfig, evaluate_positions
 from models.ensemble.weights import sole_member
@@ -281,7 +282,8 @@ def logged_config(family: str, storage: FoxhuntStorage, mlflow: MLflowResource, 
         return ensemble_logged(storage, mlflow, checkpoint)
     if family in FORECASTERS:
         return _logged_unless_saved(mlflow, run_id, checkpoint)
-    return training_params(mlflow, run_id, "agent")
+    saved = saved_agent_config(checkpoint)  # a policy saved before configs were kept: MLflow's
+    return saved if saved is not None else training_params(mlflow, run_id, "agent")
 
 
 def _logged_unless_saved(mlflow: MLflowResource, run_id: str, checkpoint: Path) -> dict:

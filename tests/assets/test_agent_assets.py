@@ -16,6 +16,7 @@ from assets.agents import dqn_agent
 from assets.training import TFTTrainingConfig, mamba2_model, tft_model, train_config
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.serving.loaded import LoadedModel
+from models.agents.saved_config import saved_agent_config
 from models.agents.state import saved_forecasters
 from models.training.loop import TrainConfig
 from resources.mlflow_tracking import MLflowResource
@@ -59,6 +60,9 @@ def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home
     assert TrainConfig.from_dict(saved["tft"]["train_config"]) == train_config(
         TFTTrainingConfig(**small, heads=2, lstm_layers=1, var_width=2))
     assert saved["mamba2"]["train_config"]["epochs"] == 1
+    # and the agent's own training config, which its walk-forward retrains with
+    agent = saved_agent_config(Path(meta["policy"].value.rsplit("/", 1)[0]))
+    assert (agent["total_timesteps"], agent["net_arch"], agent["eval_freq"]) == (300, [8], 30)
     assert meta["episodes"].value >= 1
     curve = meta["validation_curve"].value.splitlines()
     # a validation backtest at least every 10% of the steps

@@ -14,6 +14,7 @@ from assets.evaluation import (
 )
 from assets.training import TFTTrainingConfig, train_config
 from models.agents import train as agents
+from models.agents.saved_config import save_agent_config
 from models.agents.trading_env import EnvConfig
 from models.training.checkpoint import save_checkpoint
 from resources.mlflow_tracking import MLflowResource
@@ -57,3 +58,20 @@ def test_forecaster_train_config_from_checkpoint(foxhunt_home, tmp_path):
         run.log_params({"train": logged})
     assert logged_config("tft", None, mlflow, run.run_id, with_config) == {}
     assert TFTTrainingConfig(**logged_config("tft", None, mlflow, run.run_id, without)) == tft
+
+
+def test_agent_config_from_its_policy_directory(foxhunt_home, tmp_path):
+    """An agent's walk-forward retrains with the config saved beside its policy, not with
+    MLflow's string parameters (read only for a policy saved before configs were kept)."""
+    ppo = agent_config("ppo", PPOTrainingConfig(total_timesteps=4096, net_arch=[16, 8],
+                                                cost_multiplier=2.0), "cpu")
+    mlflow = MLflowResource(home=str(foxhunt_home))
+    with mlflow.start_run("ppo") as run:
+        run.log_params({"agent": {**ppo.to_dict(), "total_timesteps": 1}, "device": "cpu"})
+    new, old = tmp_path / "new", tmp_path / "old"
+    new.mkdir(), old.mkdir()
+    save_agent_config(ppo, new)
+    saved = logged_config("ppo", None, mlflow, run.run_id, new)
+    assert agents.PPOConfig.from_dict(saved) == ppo
+    assert logged_config("ppo", None, mlflow, run.run_id, old)["total_timesteps"] == 1
+    assert family_candidate("ppo", new, "cpu", saved).name == "foxhunt-ppo"
