@@ -221,6 +221,42 @@ def test_one_read_of_a_date_gives_its_bars_conflicts_and_volume(landed, tmp_path
     assert conflicts_of_every_date() == 3
 
 
+def test_a_failed_features_write_raises_from_the_build_and_leaves_no_writer(landed, tmp_path, monkeypatch):
+    """The features of a date are written by a writer thread: its error is the build's, the
+    dates it wrote are whole, and no thread or temp file is left behind."""
+    import threading
+
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+    days = continuous_dates.all_dates(root)
+    continuous_dates.build_dates(root, days)
+    real = trade_dates.write_part
+
+    def failing(r, table, day, frame, part="data"):
+        if day == days[1]:
+            raise OSError("disk full (simulated)")
+        return real(r, table, day, frame, part=part)
+
+    monkeypatch.setattr(trade_dates, "write_part", failing)
+    with pytest.raises(OSError, match="disk full"):
+        by_date.build_dates(root, days[0], days[-1])
+    assert not [t for t in threading.enumerate() if t.name.startswith("features-writer")]
+    written = trade_dates.stored_dates(root, by_date.TABLE)
+    assert days[1] not in written and days[0] in written
+    assert not [p for p in (tmp_path / "wh" / "features").rglob("*") if p.name.startswith(".")]
+    monkeypatch.undo()
+    whole = UPath(tmp_path / "whole")
+    for f in files:
+        _land(raw, whole.path, f.name)
+    continuous_dates.build_dates(whole, days)
+    by_date.build_dates(whole, days[0], days[-1])
+    for day in written:
+        assert trade_dates.read_dates(root, by_date.TABLE, day, day).equals(
+            trade_dates.read_dates(whole, by_date.TABLE, day, day))
+
+
 def test_a_range_cut_out_of_a_segment_passes_the_contract_and_changes_nothing(landed, tmp_path):
     """Rebuilding dates in the middle of a contract (foxhunt materialize --from/--to): their
     last bars have targets from the next date, which the features contract must accept."""
