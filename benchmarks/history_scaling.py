@@ -19,8 +19,11 @@ For each history length: generate that many UTC days of 1-minute ES, ZN, CL, GC
 * ``ingest``: ``foxhunt materialize raw_bars`` on a fresh home holding every landed file
   (real Dagster runs), 100 files per run; for 30 days also one run per file (the anchor).
 
-Ratios: day / full (wall time), full / anchor (wall time and peak), and peak RSS of each
-step / the 30-day one (flatness). Targets (issues 14 and 25, 2 cores): one day after a year
+Ratios: day / full (wall time), full / anchor (wall time, CPU time and peak), and peak RSS
+of each step / the 30-day one (flatness). CPU time is user + sys of every thread of the
+step's process; each step also records the 1-minute load average as it ended (``load1`` in
+the JSON). On a shared machine both times swing with the load, and CPU time also grows when
+cores are free (polars' workers spin), so compare builds side by side, several rounds. Targets (issues 14 and 25, 2 cores): one day after a year
 <= 3 s and <= 1/10 of the full build; the full build <= 1.5x the anchor; the peak of the
 full year's build <= 2 GB and within 1.5x from 30 to 365 days; a year of files ingested in
 <= 40 s (``--skip-ingest`` leaves the ingest runs out).
