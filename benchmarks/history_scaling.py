@@ -19,8 +19,11 @@ For each history length: generate that many UTC days of 1-minute ES, ZN, CL, GC
 * ``ingest``: ``foxhunt materialize raw_bars`` on a fresh home holding every landed file
   (real Dagster runs), 100 files per run; for 30 days also one run per file (the anchor).
 
-Ratios: day / full (wall time), full / anchor (wall time and peak), and peak RSS of each
-step / the 30-day one (flatness). Targets (issues 14 and 25, 2 cores): one day after a year
+Ratios: day / full (wall time), full / anchor (wall time, CPU time and peak), and peak RSS
+of each step / the 30-day one (flatness). CPU time is user + sys of every thread of the
+step's process; each step also records the 1-minute load average as it ended (``load1`` in
+the JSON). On a shared machine both times swing with the load, and CPU time also grows when
+cores are free (polars' workers spin), so compare builds side by side, several rounds. Targets (issues 14 and 25, 2 cores): one day after a year
 <= 3 s and <= 1/10 of the full build; the full build <= 1.5x the anchor; the peak of the
 full year's build <= 2 GB and within 1.5x from 30 to 365 days; a year of files ingested in
 <= 40 s (``--skip-ingest`` leaves the ingest runs out).
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -44,6 +48,13 @@ START = date(2024, 1, 2)
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + sys) of this process so far, every thread included: on a loaded
+    machine it swings far less than wall time."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _dataset(root) -> dict:
@@ -64,10 +75,11 @@ def _read(root) -> dict:
 
     cache = Path(root.path) / "_reader_cache"
     shutil.rmtree(cache, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     data = dataset_store.load(root, cache)
     rows = sum(s.n_rows for s in data.splits.values())
-    out = {"step": "read", "total_s": time.perf_counter() - t0, "rows": rows, "peak_mb": _peak_mb()}
+    out = {"step": "read", "total_s": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "rows": rows,
+           "peak_mb": _peak_mb()}
     shutil.rmtree(cache, ignore_errors=True)
     return out
 
@@ -75,8 +87,6 @@ def _read(root) -> dict:
 def ingest(home: Path, batch: int) -> dict:
     """``foxhunt materialize raw_bars`` on a home whose landing zone holds every file: real
     Dagster runs on a real instance, ``batch`` files per run (1: one run per file)."""
-    import os
-
     os.environ["FOXHUNT_HOME"] = str(home)
     from foxhunt_pipeline.cli import runner
     from foxhunt_pipeline.config.paths import FoxhuntPaths
@@ -103,7 +113,7 @@ def child(step: str, warehouse: Path, last_file: str) -> dict:
     if step == "read":
         return _read(root)
     out: dict = {"step": step}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     if step == "full":
         days = continuous_dates.all_dates(root)
         continuous_dates.build_dates(root, days)
@@ -128,12 +138,15 @@ def child(step: str, warehouse: Path, last_file: str) -> dict:
         build_training_dataset(feats, close_prices=cont.select("ts_event", "root", "close"))
         out["rows"] = feats.height
         out["total_s"] = time.perf_counter() - t0
+        out["cpu_s"] = _cpu_s() - c0
         out["peak_mb"] = _peak_mb()
         return out
     out["features_s"] = time.perf_counter() - t0 - out["continuous_s"]
     out["data_peak_mb"] = _peak_mb()  # continuous_bars + features alone
+    out["data_cpu_s"] = _cpu_s() - c0
     out.update(_dataset(root))
     out["total_s"] = time.perf_counter() - t0
+    out["cpu_s"] = _cpu_s() - c0
     out["peak_mb"] = _peak_mb()
     return out
 
@@ -141,7 +154,9 @@ def child(step: str, warehouse: Path, last_file: str) -> dict:
 def _run_child(step: str, warehouse: Path, last_file: str) -> dict:
     cmd = [sys.executable, __file__, "--child", step, "--warehouse", str(warehouse), "--last", last_file]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out["load1"] = os.getloadavg()[0]  # the 1-minute load average as the step ended
+    return out
 
 
 def prepare(days: int, work: Path) -> tuple[Path, Path, str, float]:
@@ -190,11 +205,11 @@ def bench(days: int, work: Path, per_file_up_to: int = 30, skip_ingest: bool = F
 
 
 def report(rows: list[dict]) -> str:
-    base = rows[0]
+    base, nan = rows[0], float("nan")
     lines = [
-        "| days | files | rows | step | continuous s | features s | dataset s | total s | "
+        "| days | files | rows | step | continuous s | features s | dataset s | total s | CPU s | "
         "peak RSS MB (continuous+features) | peak RSS MB (with dataset) |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         for step in ("full", "day", "read", "anchor"):
@@ -203,15 +218,18 @@ def report(rows: list[dict]) -> str:
                 f"| {r['days']} | {r['files']} | {s.get('rows', '')} | {step} | "
                 f"{s.get('continuous_s', float('nan')):.2f} | {s.get('features_s', float('nan')):.2f} | "
                 f"{s.get('dataset_s', float('nan')):.2f} | {s['total_s']:.2f} | "
+                f"{s.get('cpu_s', float('nan')):.2f} | "
                 f"{s.get('data_peak_mb', float('nan')):.0f} | {s['peak_mb']:.0f} |")
     lines += ["", "| days | day total s | day / full (time) | day: cont+features s | full / anchor (time) | "
-              "full peak / 30-day full peak | full peak / anchor peak | read / anchor (time) | decode all files s |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "full / anchor (CPU) | full peak / 30-day full peak | full peak / anchor peak | read / anchor (time) | "
+              "decode all files s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         cf = r["day"]["continuous_s"] + r["day"]["features_s"]
         lines.append(
             f"| {r['days']} | {r['day']['total_s']:.2f} | {r['day']['total_s'] / r['full']['total_s']:.3f} | {cf:.2f} | "
             f"{r['full']['total_s'] / r['anchor']['total_s']:.2f} | "
+            f"{r['full'].get('cpu_s', nan) / r['anchor'].get('cpu_s', nan):.2f} | "
             f"{r['full']['peak_mb'] / base['full']['peak_mb']:.2f} | "
             f"{r['full']['peak_mb'] / r['anchor']['peak_mb']:.2f} | "
             f"{r['read']['total_s'] / r['anchor']['total_s']:.2f} | {r['ingest_s']:.1f} |")

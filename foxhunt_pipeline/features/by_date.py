@@ -11,7 +11,8 @@ A date's rows of every root are one file, ``features/trade_date=D/data.parquet``
 parquet file costs per column chunk, so one file of four roots writes about as fast as
 one root's. Segments are computed in the order they end, each continuous_bars date is
 read once per run, and a date is written (and dropped from memory) as soon as the
-segments of all its roots are computed; rows waiting beyond a fixed budget wait on disk
+segments of all its roots are computed, by a writer thread while the next segment is
+computed; rows waiting beyond a fixed budget wait on disk
 (``_DateBuffer``): memory is about the longest segment being computed, whatever the length
 of the history.
 
@@ -25,8 +26,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -168,6 +170,7 @@ def short_notes(short: list[ShortStretch], warmup: int, start: date, end: date) 
 
 
 SPILL_BYTES = 48 * 2**20  # rows of waiting dates held in memory; the rest wait on disk
+WRITES_IN_FLIGHT = 2  # dates handed to the writer thread and not yet written, at most
 
 
 class _DateBuffer:
@@ -178,7 +181,14 @@ class _DateBuffer:
     dates), so the rows waiting were the run's memory peak, growing with the history up
     to a contract's life. Beyond ``spill_bytes`` they wait in uncompressed Arrow IPC streams
     (a temporary directory beside the table on a local root, the system's otherwise),
-    read back when their date is written: memory stays flat, equal rows either way."""
+    read back when their date is written: memory stays flat, equal rows either way.
+
+    A complete date is written by one writer thread (``_write``: its parquet file, its
+    summary, the removal of parts it no longer has), in the order the dates complete,
+    while the next segments are computed: the file's compression and fsync and the
+    summary overlap the features of the next segment instead of following them. At most
+    ``WRITES_IN_FLIGHT`` dates wait for it; a failed write raises in the builder at the
+    next date handed over, or at ``finish``."""
 
     def __init__(self, root: UPath, spans: list[Span], build: FeatureBuild, spill_bytes: int = SPILL_BYTES):
         self.root, self.build, self.spill_bytes = root, build, spill_bytes
@@ -188,6 +198,8 @@ class _DateBuffer:
         self.held = 0  # bytes in self.parts
         self.vetoed: set[date] = set()
         self._dir: Path | None = None
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="features-writer")
+        self._writes: deque[Future[tuple[date, int | None]]] = deque()
 
     def add(self, span: Span, frame: pl.DataFrame | None, passed: bool) -> None:
         if not passed:
@@ -233,18 +245,37 @@ class _DateBuffer:
         parts = self._take(day)
         if day in self.vetoed:
             return  # the previous version of the date stays
-        frame = None
-        if parts:
-            frame = pl.concat([parts[r] for r in sorted(parts)], how="vertical")
-            del parts
+        frame = pl.concat([parts[r] for r in sorted(parts)], how="vertical") if parts else None
+        del parts
+        self._writes.append(self._writer.submit(self._write, day, frame))
+        self._collect(WRITES_IN_FLIGHT)
+
+    def _write(self, day: date, frame: pl.DataFrame | None) -> tuple[date, int | None]:
+        """The date's file, its summary and the removal of its other parts (writer thread)."""
+        if frame is not None:
             path = trade_dates.write_part(self.root, TABLE, day, frame, part=PART)
             # the dataset step's summary of the date, from the rows in hand: reading every
             # features file back to summarise it made the full build ~2x the in-memory path
             dataset_store.store_features_summary(path, summarise_features(dataset_store.canonical(frame)))
-            self.build.rows[day] = frame.height
         trade_dates.replace_date(self.root, TABLE, day, [PART] if frame is not None else [])
+        return day, None if frame is None else frame.height
+
+    def _collect(self, keep: int) -> None:
+        """Wait for the oldest writes until ``keep`` are in flight (a failed one raises)."""
+        while len(self._writes) > keep:
+            day, rows = self._writes.popleft().result()
+            if rows is not None:
+                self.build.rows[day] = rows
+
+    def finish(self) -> None:
+        """Every date handed over is written (or its error raised)."""
+        self._collect(0)
 
     def close(self) -> None:
+        """Wait for the writer (a write is never left half done by the builder's error),
+        then remove the spill directory."""
+        self._writer.shutdown(wait=True)
+        self._writes.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -265,6 +296,7 @@ def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None =
     try:
         for span, frame, passed in feature_dates(root, start, end, cfg, validate, short, spans):
             buffer.add(span, frame, passed)
+        buffer.finish()
     finally:
         buffer.close()
     for day in trade_dates.stored_dates(root, TABLE):  # dates no segment trades on any more

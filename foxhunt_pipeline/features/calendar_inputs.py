@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from datetime import date, timedelta
+from functools import lru_cache
 
 import polars as pl
 
@@ -48,11 +49,27 @@ KNOWN_NAMES: tuple[str, ...] = (
 
 
 def session_table(root: str, first: date, last: date) -> pl.DataFrame:
-    """One row per weekday trade date: close time (UTC) and holiday / early-close flags."""
+    """One row per weekday trade date from a week before ``first`` to a week after ``last``:
+    close time (UTC) and holiday / early-close flags. Cut from the rows of whole calendar
+    years, computed once per calendar (the features of a date range compute one table per
+    contract segment, ~20 ms each); only a row at either end of the cut can differ from a
+    table of the range alone (its neighbour outside the range), and no row of [first,
+    last] is at either end."""
     lo, hi = first - timedelta(days=7), last + timedelta(days=7)
+    return _years_table(calendar_name(root), lo.year, hi.year).filter(pl.col("_td").is_between(lo, hi))
+
+
+@lru_cache(maxsize=32)
+def _years_table(calendar: str, first_year: int, last_year: int) -> pl.DataFrame:
+    return session_rows(calendar, date(first_year, 1, 1) - timedelta(days=7),
+                        date(last_year, 12, 31) + timedelta(days=7))
+
+
+def session_rows(calendar: str, lo: date, hi: date) -> pl.DataFrame:
+    """The session table's rows of the weekdays in [lo, hi], computed from ``calendar``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sched = exchange_calendar(calendar_name(root)).schedule(lo.isoformat(), hi.isoformat())
+        sched = exchange_calendar(calendar).schedule(lo.isoformat(), hi.isoformat())
     open_days = pl.DataFrame(
         {
             "_td": [d.date() for d in sched.index],

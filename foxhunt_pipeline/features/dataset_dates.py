@@ -64,6 +64,21 @@ def _moment_exprs(observed: tuple[str, ...]) -> list[pl.Expr]:
             *[e.var(ddof=0).alias(f"v{i}") for i, e in enumerate(as64)]]
 
 
+def unit_moments(observed: pl.DataFrame, new_unit: np.ndarray) -> np.ndarray:
+    """[U, 3, F] count, mean and variance of each column over each unit (the rows from one
+    ``new_unit`` flag to the next). One grouped pass over a sorted unit number: its groups
+    are slices, aggregated by the kernels of a select on each slice (bit for bit, tested),
+    at half the cost of one select per unit."""
+    if not observed.width:
+        return np.zeros((int(new_unit.sum()), 3, 0))
+    unit = pl.Series("_unit", np.cumsum(new_unit)).set_sorted()
+    stats = observed.with_columns(unit).group_by("_unit", maintain_order=True).agg(
+        _moment_exprs(tuple(observed.columns))).drop("_unit")
+    out = stats.to_numpy().astype(np.float64).reshape(-1, 3, observed.width)
+    out[:, 2][out[:, 0] == 0] = np.nan  # a unit's column of nulls only: a select's variance is null too
+    return out
+
+
 def summarise_features(features: pl.DataFrame | None) -> dict[str, np.ndarray]:
     """The features part of ``summarise``: computed by the features writer as it writes a
     date (``store_features_summary``), or from the stored file where it did not."""
@@ -80,10 +95,7 @@ def summarise_features(features: pl.DataFrame | None) -> dict[str, np.ndarray]:
                           .fill_null(True).alias("b"))["b"].to_numpy()
     starts = np.flatnonzero(run)
     bounds = np.append(starts, features.height)
-    exprs = _moment_exprs(tuple(observed))
-    stats = [features.slice(int(lo), int(hi - lo)).select(exprs).to_numpy().astype(np.float64)
-             .reshape(3, len(observed)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-    moments = np.stack(stats)  # [U, 3, F]: count, mean, variance (None -> NaN)
+    moments = unit_moments(features.select(observed), run)  # [U, 3, F]: count, mean, variance (None -> NaN)
     x = features.select(observed).to_numpy()
     nan = np.isnan(x)
     if features.select(pl.sum_horizontal(pl.col(observed).null_count())).item():  # a null cell is a NaN one

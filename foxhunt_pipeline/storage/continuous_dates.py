@@ -114,6 +114,33 @@ def day_conflicts(root: UPath, index: pl.DataFrame, day: date) -> rolls.Duplicat
     return rolls.duplicate_conflicts(raw)
 
 
+def day_bars_and_conflicts(root: UPath, index: pl.DataFrame, day: date
+                           ) -> tuple[pl.DataFrame, rolls.DuplicateConflicts]:
+    """``day_bars`` and ``day_conflicts`` of one date from one read of its files; when no
+    key repeats among its raw rows there is nothing to compare (the common case)."""
+    sources = _files_of(index, day)["source"].to_list()
+    if not sources:
+        return day_bars(root, index, day), rolls.DuplicateConflicts(0, pl.DataFrame())
+    raw = _day_raw(root, sources, day).collect()
+    bars = rolls.dated_bars(raw.lazy()).filter(pl.col("day") == day).collect()
+    if not raw.select(rolls.KEY).is_duplicated().any():
+        return bars, rolls.DuplicateConflicts(0, pl.DataFrame())
+    return bars, rolls.duplicate_conflicts(raw.lazy().filter(rolls.trade_date(pl.col("ts_event")) == day))
+
+
+def day_volume(root: UPath, index: pl.DataFrame, day: date) -> pl.DataFrame:
+    """``rolls.daily_volume`` of one date's bars. Its raw rows are its bars when no key
+    repeats among them (the common case): their volumes are summed without the sort of
+    the de-duplication, reading only the columns the sum needs."""
+    sources = _files_of(index, day)["source"].to_list()
+    if sources:
+        raw = (_day_raw(root, sources, day).filter(rolls.trade_date(pl.col("ts_event")) == day)
+               .select(*rolls.KEY, "root", "symbol", "volume").collect())
+        if not raw.select(rolls.KEY).is_duplicated().any():
+            return rolls.daily_volume(raw.select("root", "symbol", "volume", day=pl.lit(day, pl.Date)))
+    return rolls.daily_volume(day_bars(root, index, day))
+
+
 def daily_volumes(root: UPath, index: pl.DataFrame) -> pl.DataFrame:
     """Volume per (root, symbol, trade date) for every date with raw data; recomputes only
     the dates whose set of files changed and keeps the cache file current."""
@@ -125,7 +152,7 @@ def daily_volumes(root: UPath, index: pl.DataFrame) -> pl.DataFrame:
     done = set(valid["trade_date"].unique().to_list())
     fresh = []
     for day in sorted(set(keys) - done):
-        vol = rolls.daily_volume(day_bars(root, index, day))
+        vol = day_volume(root, index, day)
         fresh.append(vol.rename({"day": "trade_date"}).with_columns(files=pl.lit(keys[day])))
     out = pl.concat(
         [valid, *(f.select(list(VOLUME_SCHEMA)).cast(VOLUME_SCHEMA) for f in fresh)], how="vertical"
@@ -217,8 +244,8 @@ def build_dates(
     for day in days:
         if day not in have:
             build.unknown.append(day)
-        frame = rolls.join_fronts(day_bars(root, index, day), fronts.filter(pl.col("day") == day))
-        found = day_conflicts(root, index, day)
+        bars, found = day_bars_and_conflicts(root, index, day)  # one read of the date's files
+        frame = rolls.join_fronts(bars, fronts.filter(pl.col("day") == day))
         build.add_conflicts(found)
         if found.count:
             build.day_conflicts[day] = found.count
@@ -325,5 +352,6 @@ def all_dates(root: UPath) -> list[date]:
     return sorted(set(raw_date_index(root)["trade_date"].to_list()))
 
 
-__all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars", "day_conflicts",
+__all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars", "day_bars_and_conflicts",
+           "day_conflicts",
            "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "touched_dates"]

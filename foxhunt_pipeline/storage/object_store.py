@@ -96,7 +96,7 @@ def write_parquet(data: pl.DataFrame | pa.Table, path: UPath, *, compression: st
         return path
     table = local.plain_strings(data)
     buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression=compression, use_dictionary=local.dictionary_columns(table))
+    pq.write_table(table, buffer, **local.parquet_options(table, compression))
     path.parent.mkdir(parents=True, exist_ok=True)  # a no-op on flat object stores
     path.write_bytes(buffer.getvalue())
     return path

@@ -155,6 +155,26 @@ def test_known_inputs_follow_the_clock_and_the_calendar():
     assert k["k_log_days_to_expiry"].min() > 0
 
 
+@pytest.mark.parametrize("root", ["ES", "ZN", "CL", "GC"])
+def test_the_session_table_cut_from_whole_years_equals_one_of_the_range(root):
+    """``session_table`` cuts its rows out of whole calendar years computed once: every row
+    of [first, last] (all that ``with_known_inputs`` joins) equals that of a table computed
+    for the range alone, holiday neighbours included."""
+    from datetime import date, timedelta
+
+    from foxhunt_pipeline.features.calendar_inputs import session_rows, session_table
+    from foxhunt_pipeline.instruments.sessions import calendar_name
+
+    week = timedelta(days=7)
+    for first, last in [(date(2024, 7, 1), date(2024, 7, 8)), (date(2023, 12, 20), date(2024, 1, 10)),
+                        (date(2024, 11, 25), date(2024, 12, 31)), (date(2024, 3, 29), date(2024, 3, 29))]:
+        cut = session_table(root, first, last)
+        alone = session_rows(calendar_name(root), first - week, last + week)
+        assert cut["_td"].equals(alone["_td"])
+        inside = pl.col("_td").is_between(first, last)
+        assert cut.filter(inside).height and cut.filter(inside).equals(alone.filter(inside))
+
+
 def test_a_root_with_too_few_bars_errors_or_is_skipped():
     b = pl.concat(
         [bars().filter(pl.col("root") == "ES"), bars().filter(pl.col("root") == "ZN").head(100)]

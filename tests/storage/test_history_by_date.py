@@ -99,10 +99,10 @@ def test_a_new_day_reads_only_the_raw_files_of_its_dates(landed, tmp_path, monke
     real = object_store.read_parquet
     monkeypatch.setattr(object_store, "read_parquet",
                         lambda p, columns=None: read.append(str(p)) or real(p, columns))
-    asked: list[date] = []
-    real_day_bars = continuous_dates.day_bars
-    monkeypatch.setattr(continuous_dates, "day_bars",
-                        lambda r, index, day: asked.append(day) or real_day_bars(r, index, day))
+    asked: list[date] = []  # every read of a date's raw rows (volume, bars, conflicts)
+    real_day_raw = continuous_dates._day_raw
+    monkeypatch.setattr(continuous_dates, "_day_raw",
+                        lambda r, sources, day: asked.append(day) or real_day_raw(r, sources, day))
     _land(raw, root.path, files[-1].name)
     new = continuous_dates.touched_dates(root, [files[-1].name])
     _build(root, [files[-1].name])
@@ -183,6 +183,78 @@ def test_a_date_built_alone_flags_the_jumps_and_conflicts_of_a_full_build(landed
     assert alone.first_jumps["ts_event"].to_list() == want["ts_event"].to_list()
     assert alone.conflicts == duplicate_conflicts(object_store.scan_raw_bars(root)).count == 3
     assert "3 duplicate bars disagree" in alone.conflicts_message
+
+
+def test_one_read_of_a_date_gives_its_bars_conflicts_and_volume(landed, tmp_path):
+    """``day_bars_and_conflicts`` (one read of a date's files) and ``day_volume`` (no
+    de-duplication where no key repeats) equal ``day_bars``, ``day_conflicts`` and
+    ``daily_volume(day_bars)``, with and without copies of bars that disagree."""
+    from foxhunt_pipeline.instruments.rolls import daily_volume, trade_date
+
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+
+    def conflicts_of_every_date() -> int:
+        index = continuous_dates.raw_date_index(root)
+        count = 0
+        for day in [*continuous_dates.all_dates(root), date(2020, 1, 2)]:  # and a date with no file
+            bars, found = continuous_dates.day_bars_and_conflicts(root, index, day)
+            assert bars.equals(continuous_dates.day_bars(root, index, day))
+            want = continuous_dates.day_conflicts(root, index, day)
+            assert found.count == want.count and found.first.equals(want.first)
+            volume = continuous_dates.day_volume(root, index, day)
+            assert volume.equals(daily_volume(continuous_dates.day_bars(root, index, day)))
+            count += found.count
+        return count
+
+    assert conflicts_of_every_date() == 0
+    day = continuous_dates.all_dates(root)[1]
+    source = continuous_dates.raw_date_index(root).filter(pl.col("trade_date") == day)["source"].sort()[0]
+    mine = pl.read_parquet(UPath(source).path).filter(trade_date(pl.col("ts_event")) == day).head(4)
+    # a second delivery of four of its bars: three with other prices and volumes, one equal
+    copy = pl.concat([mine.head(3).with_columns(pl.col("close") + 0.25, pl.col("volume") * 2), mine.tail(1)])
+    dest = raw_bars_partition_path(root.path, "zz-copy.dbn.zst")
+    dest.parent.mkdir(parents=True)
+    copy.with_columns(source_file=pl.lit("zz-copy.dbn.zst")).write_parquet(dest)
+    assert conflicts_of_every_date() == 3
+
+
+def test_a_failed_features_write_raises_from_the_build_and_leaves_no_writer(landed, tmp_path, monkeypatch):
+    """The features of a date are written by a writer thread: its error is the build's, the
+    dates it wrote are whole, and no thread or temp file is left behind."""
+    import threading
+
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+    days = continuous_dates.all_dates(root)
+    continuous_dates.build_dates(root, days)
+    real = trade_dates.write_part
+
+    def failing(r, table, day, frame, part="data"):
+        if day == days[1]:
+            raise OSError("disk full (simulated)")
+        return real(r, table, day, frame, part=part)
+
+    monkeypatch.setattr(trade_dates, "write_part", failing)
+    with pytest.raises(OSError, match="disk full"):
+        by_date.build_dates(root, days[0], days[-1])
+    assert not [t for t in threading.enumerate() if t.name.startswith("features-writer")]
+    written = trade_dates.stored_dates(root, by_date.TABLE)
+    assert days[1] not in written and days[0] in written
+    assert not [p for p in (tmp_path / "wh" / "features").rglob("*") if p.name.startswith(".")]
+    monkeypatch.undo()
+    whole = UPath(tmp_path / "whole")
+    for f in files:
+        _land(raw, whole.path, f.name)
+    continuous_dates.build_dates(whole, days)
+    by_date.build_dates(whole, days[0], days[-1])
+    for day in written:
+        assert trade_dates.read_dates(root, by_date.TABLE, day, day).equals(
+            trade_dates.read_dates(whole, by_date.TABLE, day, day))
 
 
 def test_a_range_cut_out_of_a_segment_passes_the_contract_and_changes_nothing(landed, tmp_path):

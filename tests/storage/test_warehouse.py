@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -83,7 +84,8 @@ def test_write_failure_mid_way_keeps_previous_version(tmp_path: Path, monkeypatc
     wh.write_parquet_atomic(old, path)
 
     def half_then_fail(table, where, **kw):
-        Path(where).write_bytes(b"PAR1 partial garbage")
+        where.write(b"PAR1 partial garbage")  # the buffered stream onto the temp file
+        where.flush()
         raise KeyboardInterrupt("killed mid-write (simulated)")
 
     monkeypatch.setattr(pq, "write_table", half_then_fail)
@@ -92,6 +94,75 @@ def test_write_failure_mid_way_keeps_previous_version(tmp_path: Path, monkeypatc
     monkeypatch.undo()
     assert pl.read_parquet(path).equals(old)
     assert [p.name for p in tmp_path.iterdir()] == ["data.parquet"]
+
+
+def _wide_frame(n: int = 50) -> pl.DataFrame:
+    """A features-like frame: keys, strings, floats (one with NaN and null), an int, a bool."""
+    rng = np.random.default_rng(0)
+    f = rng.standard_normal((n, 3)).astype(np.float32)
+    return pl.DataFrame({
+        "ts_event": pl.datetime_range(datetime(2024, 1, 2, tzinfo=UTC), datetime(2024, 1, 2, tzinfo=UTC)
+                                      + timedelta(minutes=n - 1), "1m", eager=True).dt.cast_time_unit("ns"),
+        "root": ["ES"] * n, "symbol": ["ESH4"] * n, "contract_seq": np.arange(n, dtype=np.int32) // 10,
+        "is_filled": np.arange(n) % 3 == 0,
+        "f_a": f[:, 0], "f_b": np.where(np.arange(n) == 3, np.nan, f[:, 1]).astype(np.float32),
+        "y_1": pl.Series(f[:, 2]).scatter(5, None), "close": rng.standard_normal(n),
+    })
+
+
+def test_warehouse_parquet_reads_back_equal_everywhere_without_float_statistics(tmp_path: Path) -> None:
+    """Every warehouse file: the values read back bit for bit (polars, pyarrow, DuckDB);
+    min/max statistics on the keys (readers skip files by time, root, contract), none on
+    floats; dictionaries on strings only; one buffered write, no temp file left."""
+    df = _wide_frame()
+    path = tmp_path / "features" / "trade_date=2024-01-02" / "data.parquet"
+    wh.write_parquet_atomic(df, path)
+    assert pl.read_parquet(path).equals(df, null_equal=True)
+    assert pl.from_arrow(pq.read_table(path)).equals(df, null_equal=True)
+    assert str(pq.read_schema(path).field("ts_event").type) == "timestamp[ns, tz=UTC]"
+    assert str(pq.read_schema(path).field("root").type) == "string"
+    con = duckdb.connect()
+    try:
+        got = pl.from_arrow(con.sql(f"select * from read_parquet('{path}', hive_partitioning=false) order by ts_event").to_arrow_table())
+    finally:
+        con.close()
+    assert got.with_columns(pl.col("ts_event").dt.convert_time_zone("UTC")).equals(df, null_equal=True)
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    cols = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+    assert {n for n, c in cols.items() if c.is_stats_set} == {"ts_event", "root", "symbol", "contract_seq",
+                                                               "is_filled"}
+    assert cols["ts_event"].statistics.min == df["ts_event"].min()
+    assert {n for n, c in cols.items() if c.has_dictionary_page} == {"root", "symbol"}
+    assert {c.compression for c in cols.values()} == {"ZSTD"}
+    assert [p.name for p in path.parent.iterdir()] == ["data.parquet"]
+
+
+def test_a_file_of_the_previous_writer_options_still_reads(tmp_path: Path) -> None:
+    """Files written before (pyarrow's defaults: statistics on every column, 1,024-row
+    batches, unbuffered) read as before through the warehouse readers."""
+    from upath import UPath
+
+    from foxhunt_pipeline.storage import trade_dates
+
+    df = _wide_frame()
+    root = UPath(tmp_path)
+    old = trade_dates.date_dir(root, "features", date(2024, 1, 2)) / "data.parquet"
+    Path(old.parent.path).mkdir(parents=True)
+    pq.write_table(wh.plain_strings(df), old.path, compression="zstd")
+    new = trade_dates.write_part(root, "features", date(2024, 1, 3), df)
+    assert pq.ParquetFile(old.path).metadata.row_group(0).column(5).is_stats_set  # f_a, the old way
+    assert not pq.ParquetFile(new.path).metadata.row_group(0).column(5).is_stats_set
+    both = trade_dates.read_dates(root, "features")
+    assert both.equals(pl.concat([df, df]), null_equal=True)
+
+
+def test_plain_strings_casts_only_the_string_columns() -> None:
+    df = _wide_frame().with_columns(pl.col("symbol").cast(pl.Categorical).alias("cat"))
+    t = wh.plain_strings(df)
+    assert [str(f.type) for f in t.schema] == [
+        "timestamp[ns, tz=UTC]", "string", "string", "int32", "bool", "float", "float", "float", "double",
+        str(df.select("cat").to_arrow().schema.field("cat").type)]
+    assert pl.from_arrow(t).equals(df, null_equal=True)
 
 
 def test_duckdb_views_only_for_existing_tables(tmp_path: Path) -> None:
