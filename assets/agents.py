@@ -68,6 +68,8 @@ class DQNTrainingConfig(_agent_fields(DQNConfig, "dqn_agent")):
                                             "Env steps between target-network updates.")
     learning_starts: int = delegated(DQNConfig, "learning_starts",
                                      "Env steps collected before learning starts.")
+    imitate_epochs: int = delegated(DQNConfig, "imitate_epochs", "Epochs of pre-training on "
+                                    "the forecasters' trading rule before DQN (0: from scratch).")
 
 
 class PPOTrainingConfig(_agent_fields(PPOConfig, "ppo_agent")):

@@ -1,4 +1,5 @@
-"""The DQN agent: SB3's DQN on the train env, every position replayed (``agents.replay``)."""
+"""The DQN agent: SB3's DQN on the train env, every position replayed (``agents.replay``),
+first imitating the forecasters' own rule (``agents.imitation``) when it observes them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from stable_baselines3 import DQN
 from torch import nn
 
 from models.agents.configs import DQNConfig
+from models.agents.imitation import imitate_rule_q
 from models.agents.learning import (
     AgentResult,
     EvalHook,
@@ -18,14 +20,19 @@ from models.agents.learning import (
     prepare_policy_kwargs,
 )
 from models.agents.replay import AllPositionsReplayBuffer
-from models.agents.trading_env import RowState, prepare_market_data
+from models.agents.trading_env import MarketData, RowState, prepare_market_data
 from models.windows import TrainingData
 
 
 def make_dqn(data: TrainingData, config: DQNConfig | None = None,
              state: RowState | None = None) -> DQN:
     """An untrained SB3 DQN on the train split, observing ``state`` (or the raw window)."""
-    config = config or DQNConfig()
+    return dqn_on_train(data, config or DQNConfig(), state)[0]
+
+
+def dqn_on_train(data: TrainingData, config: DQNConfig, state: RowState | None
+                 ) -> tuple[DQN, MarketData]:
+    """``make_dqn`` and the train split it was prepared on (what imitation reads)."""
     train, policy_kwargs = prepare_policy_kwargs(data, config, state)
     policy_kwargs["net_arch"] = list(config.net_arch)
     every_position = config.replay_all_positions
@@ -48,7 +55,7 @@ def make_dqn(data: TrainingData, config: DQNConfig | None = None,
         seed=config.seed,
         device=config.device,
         verbose=0,
-    )
+    ), train
 
 
 def train_dqn(
@@ -63,6 +70,8 @@ def train_dqn(
     ``on_eval`` receives each validation curve point."""
     config = config or DQNConfig()
     state = agent_state(data, config, forecasters, forecaster_train_configs)
-    model = make_dqn(data, config, state)
+    model, train = dqn_on_train(data, config, state)
+    if config.imitate_epochs and state is not None:
+        imitate_rule_q(model, train, state.layout, config.imitate_epochs, seed=config.seed)
     val = prepare_market_data(data, eval_split, config.env, state=state)
     return learn("dqn", model, config, val, on_eval)
