@@ -100,9 +100,11 @@ def test_a_new_day_reads_only_the_raw_files_of_its_dates(landed, tmp_path, monke
     monkeypatch.setattr(object_store, "read_parquet",
                         lambda p, columns=None: read.append(str(p)) or real(p, columns))
     asked: list[date] = []  # every read of a date's raw rows (volume, bars, conflicts)
-    real_day_raw = continuous_dates._day_raw
+    real_day_raw, real_dates_raw = continuous_dates._day_raw, continuous_dates.dates_raw
     monkeypatch.setattr(continuous_dates, "_day_raw",
                         lambda r, sources, day: asked.append(day) or real_day_raw(r, sources, day))
+    monkeypatch.setattr(continuous_dates, "dates_raw",  # a chunk of dates read at once
+                        lambda r, index, days, *a: asked.extend(days) or real_dates_raw(r, index, days, *a))
     _land(raw, root.path, files[-1].name)
     new = continuous_dates.touched_dates(root, [files[-1].name])
     _build(root, [files[-1].name])
@@ -219,6 +221,53 @@ def test_one_read_of_a_date_gives_its_bars_conflicts_and_volume(landed, tmp_path
     dest.parent.mkdir(parents=True)
     copy.with_columns(source_file=pl.lit("zz-copy.dbn.zst")).write_parquet(dest)
     assert conflicts_of_every_date() == 3
+
+
+def _spoil(root: UPath, day: date) -> None:
+    """A bad print on the first bar of ``day`` (only the date before warms it up) and a second
+    delivery of three of its bars with other prices."""
+    from foxhunt_pipeline.instruments.rolls import trade_date
+
+    index = continuous_dates.raw_date_index(root)
+    source = index.filter(pl.col("trade_date") == day)["source"].sort()[0]
+    bars = pl.read_parquet(UPath(source).path)
+    at_first = pl.col("ts_event") == bars.filter(trade_date(pl.col("ts_event")) == day)["ts_event"].min()
+    bars = bars.with_columns(pl.when(at_first).then(pl.col("close") * 1.5).otherwise(pl.col("high")).alias("high"))
+    bars.write_parquet(UPath(source).path)
+    copy = bars.filter(trade_date(pl.col("ts_event")) == day).head(3).with_columns(
+        pl.col("close") + 0.25, pl.col("volume") * 2, source_file=pl.lit("zz-copy.dbn.zst"))
+    dest = raw_bars_partition_path(root.path, "zz-copy.dbn.zst")
+    dest.parent.mkdir(parents=True)
+    copy.write_parquet(dest)
+
+
+@pytest.mark.parametrize("size", [2, 3, 16])
+def test_a_chunk_of_dates_built_at_once_equals_a_build_date_by_date(landed, tmp_path, monkeypatch, size):
+    """Dates read, de-duplicated, joined and checked for jumps a chunk at a time store the
+    same bytes and report the same as one date at a time: with a held-back date inside a
+    chunk (the next date then warms up on the one before it), conflicting copies (volumes
+    summed de-duplicated) and a date no file holds."""
+    files, raw = landed
+    built, stored = {}, {}
+    for n in (1, size):
+        root = UPath(tmp_path / f"chunk{n}")
+        for f in files:
+            _land(raw, root.path, f.name)
+        days = continuous_dates.all_dates(root)
+        _spoil(root, days[1])
+        monkeypatch.setattr(continuous_dates, "CHUNK_DATES", n)
+        built[n] = continuous_dates.build_dates(root, [*days, date(2024, 3, 16)])
+        stored[n] = {p.relative_to(root.path): p.read_bytes()
+                     for p in sorted((tmp_path / f"chunk{n}" / continuous_dates.TABLE).rglob("*.parquet"))}
+        stored[n]["volume"] = continuous_dates.daily_volumes(root, continuous_dates.raw_date_index(root)).drop("files")
+    one, many = built[1], built[size]
+    assert list(one.blocked) == [days[1]] and one.conflicts == 3 and one.unknown == [date(2024, 3, 16)]
+    assert stored[1].pop("volume").equals(stored[size].pop("volume"))
+    assert stored[1] == stored[size] and len(stored[1]) == len(days) - 1
+    for name in ("rows", "stale", "unknown", "conflicts", "jumps", "day_conflicts", "blocked", "notes"):
+        assert getattr(one, name) == getattr(many, name), name
+    for name in ("rolls", "first_conflicts", "first_jumps"):
+        assert getattr(one, name).equals(getattr(many, name)), name
 
 
 def test_a_failed_features_write_raises_from_the_build_and_leaves_no_writer(landed, tmp_path, monkeypatch):
