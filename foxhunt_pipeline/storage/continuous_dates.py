@@ -268,7 +268,7 @@ class ContinuousBuild:
         return [text for day, text in self.notes if first <= day <= last]
 
 
-def _jumps(frame: pl.DataFrame, previous: pl.DataFrame | None, day: date, multiple: float, window: int
+def day_jumps(frame: pl.DataFrame, previous: pl.DataFrame | None, day: date, multiple: float, window: int
            ) -> pl.DataFrame:
     """The bars of ``frame`` (date ``day``) that ``plausibility.price_jumps`` flags, warmed up
     on ``previous``."""
@@ -322,23 +322,36 @@ def dated_frames(root: UPath, index: pl.DataFrame, fronts: pl.DataFrame, days: l
         yield [(day, *built[day]) for day in chunk]
 
 
-def quiet_dates(frames: list[tuple[date, pl.DataFrame]], previous: pl.DataFrame | None,
-                multiple: float, window: int) -> set[date]:
-    """The dates of ``frames`` (date order) in which ``plausibility.price_jumps`` flags no
-    bar when each date is warmed up on the frame before it (the first on ``previous``), as
-    ``build_dates`` checks a date: one call for all of them, each (date before, date) pair
-    its own group, so every date sees the rows it would see alone."""
-    if multiple <= 0:
-        return {day for day, _ in frames}
-    parts, before = [], previous
-    for tag, (_, frame) in enumerate(frames):
-        parts += [f.with_columns(pair=pl.lit(tag, pl.Int32)) for f in (before, frame) if f is not None]
-        before = frame
-    warm = pl.concat(parts, how="vertical_relaxed")
+def chunk_jumps(frames: list[tuple[date, pl.DataFrame]], previous: pl.DataFrame | None,
+                multiple: float, window: int) -> pl.DataFrame:
+    """The bars ``plausibility.price_jumps`` flags in each of ``frames`` (date order) when the
+    date is warmed up on the frame before it (the first on ``previous``), with the frame's
+    position (``pair``): one call for all of them, each (date before, date) pair its own
+    group, so every date sees the rows it sees alone. Of the date before, only the last
+    ``window`` + 1 bars of each segment are kept: all a date's medians read of it (the
+    oldest of them gives the next its previous close)."""
+    tagged = [f.with_columns(pair=pl.lit(tag, pl.Int32)) for tag, (_, f) in enumerate(frames)]
+    if previous is not None:
+        tagged.insert(0, previous.with_columns(pair=pl.lit(-1, pl.Int32)))
+    rows = pl.concat(tagged, how="vertical_relaxed")
+    keys = ["root", "contract_seq", "pair"]
+    tails = rows.filter(pl.col("pair") < len(frames) - 1,
+                        pl.int_range(pl.len()).over(keys) >= pl.len().over(keys) - (window + 1))
+    # a pair's rows: the tail of the date before, then the date (a group's order is its rows')
+    warm = pl.concat([tails.with_columns(pl.col("pair") + 1), rows.filter(pl.col("pair") >= 0)])
     flagged = plausibility.price_jumps(warm, multiple, window, group=("root", "contract_seq", "pair"))
     own = pl.col("pair").replace_strict(list(range(len(frames))), [day for day, _ in frames],
                                         return_dtype=pl.Date)
-    loud = set(flagged.filter(rolls.trade_date(pl.col("ts_event")) == own)["pair"].to_list())
+    return flagged.filter(rolls.trade_date(pl.col("ts_event")) == own)
+
+
+def quiet_dates(frames: list[tuple[date, pl.DataFrame]], previous: pl.DataFrame | None,
+                multiple: float, window: int) -> set[date]:
+    """The dates of ``frames`` in which no bar is flagged as ``build_dates`` checks a date
+    (``chunk_jumps``); every date when ``multiple`` turns the check off."""
+    if multiple <= 0:
+        return {day for day, _ in frames}
+    loud = set(chunk_jumps(frames, previous, multiple, window)["pair"].to_list())
     return {day for tag, (day, _) in enumerate(frames) if tag not in loud}
 
 
@@ -388,7 +401,7 @@ def build_dates(
             build.note_conflicts(day, found)
             # a date warmed up on the chunk's date before it was checked with the chunk;
             # after a held-back date the next one warms up on an earlier date: checked alone
-            jumps = frame.head(0) if day in quiet else _jumps(frame, previous, day, jump_multiple, jump_window)
+            jumps = frame.head(0) if day in quiet else day_jumps(frame, previous, day, jump_multiple, jump_window)
             if jumps.height:
                 build.hold_back(day, jumps, jump_message(root, index, day, jumps, jump_multiple))
                 quiet = set()
@@ -487,7 +500,7 @@ def all_dates(root: UPath) -> list[date]:
     return sorted(set(raw_date_index(root)["trade_date"].to_list()))
 
 
-__all__ = ["ContinuousBuild", "all_dates", "build_dates", "chunk_frames", "chunk_volumes", "chunks",
-           "daily_volumes", "dated_frames", "dates_raw", "may_repeat", "quiet_dates", "day_bars", "day_bars_and_conflicts",
+__all__ = ["ContinuousBuild", "all_dates", "build_dates", "chunk_frames", "chunk_jumps", "chunk_volumes", "chunks",
+           "daily_volumes", "dated_frames", "dates_raw", "day_jumps", "may_repeat", "quiet_dates", "day_bars", "day_bars_and_conflicts",
            "day_conflicts",
            "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "touched_dates"]

@@ -270,6 +270,30 @@ def test_a_chunk_of_dates_built_at_once_equals_a_build_date_by_date(landed, tmp_
         assert getattr(one, name).equals(getattr(many, name)), name
 
 
+@pytest.mark.parametrize("multiple", [0.01, 3.0])  # 0.01: nearly every bar, its medians compared
+def test_the_jumps_of_a_chunk_are_those_of_each_date_alone(landed, tmp_path, multiple):
+    """``chunk_jumps`` (one call, the date before cut to its last bars) flags in each date the
+    bars a check of the date alone, warmed up on the whole date before, flags, with the
+    same true and typical ranges."""
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+    days = continuous_dates.all_dates(root)
+    fronts = continuous_dates.build_dates(root, days) and continuous_dates.read_fronts(root)
+    index = continuous_dates.raw_date_index(root)
+    built = continuous_dates.chunk_frames(root, index, fronts, days)
+    frames = [(day, built[day][0]) for day in days]
+    for previous, chunk in ((None, frames), (frames[0][1], frames[1:])):
+        got = continuous_dates.chunk_jumps(chunk, previous, multiple, 20)
+        for tag, (day, frame) in enumerate(chunk):
+            before = previous if tag == 0 else chunk[tag - 1][1]
+            want = continuous_dates.day_jumps(frame, before, day, multiple, 20)
+            assert got.filter(pl.col("pair") == tag).drop("pair").equals(want)
+            assert want.height > 0 or multiple == 3.0
+    assert continuous_dates.quiet_dates(frames, None, 0, 20) == set(days)
+
+
 def test_a_failed_features_write_raises_from_the_build_and_leaves_no_writer(landed, tmp_path, monkeypatch):
     """The features of a date are written by a writer thread: its error is the build's, the
     dates it wrote are whole, and no thread or temp file is left behind."""
