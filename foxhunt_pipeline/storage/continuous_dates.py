@@ -11,7 +11,9 @@ cache: deleting it costs one rescan, never a wrong answer):
   over every date's volume), which the features of a date use to find its segment's start.
 
 Building dates D1..Dn reads each date's raw files (a landed UTC day touches two trade
-dates), joins them with the fronts and writes ``continuous_bars/trade_date=D/``. The front
+dates), joins them with the fronts and writes ``continuous_bars/trade_date=D/``; a chunk of
+dates (``CHUNK_DATES``) is read, de-duplicated, joined and checked at once, each date
+exactly as it would be alone. The front
 of a date depends only on earlier dates' volumes, so a date built alone equals the same
 date of a full rebuild.
 """
@@ -268,8 +270,8 @@ class ContinuousBuild:
         return [text for day, text in self.notes if first <= day <= last]
 
 
-def day_jumps(frame: pl.DataFrame, previous: pl.DataFrame | None, day: date, multiple: float, window: int
-           ) -> pl.DataFrame:
+def day_jumps(frame: pl.DataFrame, previous: pl.DataFrame | None, day: date, multiple: float,
+              window: int) -> pl.DataFrame:
     """The bars of ``frame`` (date ``day``) that ``plausibility.price_jumps`` flags, warmed up
     on ``previous``."""
     if multiple <= 0:
