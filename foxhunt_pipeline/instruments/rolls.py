@@ -232,11 +232,12 @@ def fronts_from_daily(daily: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return fronts, pl.DataFrame(roll_rows, schema=ROLLS_SCHEMA, orient="row")
 
 
-def join_fronts(bars: pl.DataFrame, fronts: pl.DataFrame) -> pl.DataFrame:
-    """The front contract's bars (``dated_bars`` rows of any set of dates) -> continuous rows."""
+def join_fronts(bars: pl.DataFrame, fronts: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The front contract's bars (``dated_bars`` rows of any set of dates) -> continuous rows
+    (and the columns ``keep`` of ``bars`` or ``fronts`` after them, e.g. ``day``)."""
     return (
         bars.join(fronts, on=["root", "day", "symbol"], how="inner")
-        .select(*BAR_COLUMNS, "contract_seq", "expiry")
+        .select(*BAR_COLUMNS, "contract_seq", "expiry", *keep)
         .sort("root", "ts_event", "publisher_id")
     )
 

@@ -11,7 +11,9 @@ cache: deleting it costs one rescan, never a wrong answer):
   over every date's volume), which the features of a date use to find its segment's start.
 
 Building dates D1..Dn reads each date's raw files (a landed UTC day touches two trade
-dates), joins them with the fronts and writes ``continuous_bars/trade_date=D/``. The front
+dates), joins them with the fronts and writes ``continuous_bars/trade_date=D/``; a chunk of
+dates (``CHUNK_DATES``) is read, de-duplicated, joined and checked at once, each date
+exactly as it would be alone. The front
 of a date depends only on earlier dates' volumes, so a date built alone equals the same
 date of a full rebuild.
 """
@@ -19,7 +21,7 @@ date of a full rebuild.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -86,14 +88,46 @@ def _files_key(rows: pl.DataFrame) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _day_raw(root: UPath, sources: list[str], day: date) -> pl.LazyFrame:
-    """The raw rows (duplicates included) of the files holding ``day``, cut to its bounds."""
-    lo, hi = rolls.trade_date_bounds(day)
+def _dates_raw(root: UPath, sources: list[str], first: date, last: date) -> pl.LazyFrame:
+    """The raw rows (duplicates included) of the files holding trade dates ``first`` ..
+    ``last``, cut to their bounds, in the order of ``sources``."""
+    lo, hi = rolls.trade_date_bounds(first, last)
     if object_store.is_local(root):
         raw = pl.scan_parquet([UPath(s).path for s in sources], hive_partitioning=False)
     else:
         raw = pl.concat([object_store.read_parquet(UPath(s)).lazy() for s in sources])
     return raw.filter(pl.col("ts_event").is_between(lo, hi, closed="left"))
+
+
+def _day_raw(root: UPath, sources: list[str], day: date) -> pl.LazyFrame:
+    """The raw rows (duplicates included) of the files holding ``day``, cut to its bounds."""
+    return _dates_raw(root, sources, day, day)
+
+
+#: trade dates read together by a build: one read of their files and one polars pass over
+#: their rows instead of one per date (a date's rows are a few thousand: per-call overhead
+#: was most of the cost); the memory of a chunk does not grow with the history
+CHUNK_DATES = 16
+
+
+def chunks(days: list[date], size: int | None = None) -> list[list[date]]:
+    """``days`` (sorted) cut into runs of at most ``size`` (``CHUNK_DATES``) dates."""
+    size = size or CHUNK_DATES
+    return [days[i:i + size] for i in range(0, len(days), size)]
+
+
+def dates_raw(root: UPath, index: pl.DataFrame, days: list[date], columns: list[str] | None = None
+              ) -> pl.DataFrame:
+    """The raw rows (duplicates included; ``columns`` of them, all by default) of the trade
+    dates ``days`` (sorted, each held by a file of ``index``) with their trade date ``day``,
+    from one read of the files holding them. A date's rows come in the order a read of that
+    date alone gives (files in name order, rows in file order)."""
+    sources = sorted(set(index.filter(pl.col("trade_date").is_in(days))["source"].to_list()))
+    raw = _dates_raw(root, sources, days[0], days[-1])
+    if columns is not None:
+        raw = raw.select(columns)
+    return raw.with_columns(rolls.trade_date(pl.col("ts_event")).alias("day")).filter(
+        pl.col("day").is_in(days)).collect()
 
 
 def day_bars(root: UPath, index: pl.DataFrame, day: date) -> pl.DataFrame:
@@ -141,6 +175,27 @@ def day_volume(root: UPath, index: pl.DataFrame, day: date) -> pl.DataFrame:
     return rolls.daily_volume(day_bars(root, index, day))
 
 
+def may_repeat(raw: pl.DataFrame) -> bool:
+    """Whether a key (``rolls.KEY``) may repeat among ``raw``'s rows, from the hashes of the
+    keys: equal keys hash equal, so False is certain; a collision only sends the rows down
+    the de-duplicating path."""
+    return raw.select(pl.struct(rolls.KEY).hash().n_unique()).item() < raw.height
+
+
+def chunk_volumes(root: UPath, index: pl.DataFrame, days: list[date]) -> list[pl.DataFrame]:
+    """``day_volume`` of ``days`` (sorted, held by files of ``index``), one read per chunk of
+    dates: where no key repeats among a chunk's raw rows (the common case) they are its bars;
+    a chunk where one does is summed date by date, de-duplicated."""
+    out = []
+    for chunk in chunks(days):
+        raw = dates_raw(root, index, chunk, [*rolls.KEY, "root", "symbol", "volume"])
+        if may_repeat(raw):
+            out += [day_volume(root, index, day) for day in chunk]
+        else:
+            out.append(rolls.daily_volume(raw.select("root", "symbol", "volume", "day")))
+    return out
+
+
 def daily_volumes(root: UPath, index: pl.DataFrame) -> pl.DataFrame:
     """Volume per (root, symbol, trade date) for every date with raw data; recomputes only
     the dates whose set of files changed and keeps the cache file current."""
@@ -150,10 +205,9 @@ def daily_volumes(root: UPath, index: pl.DataFrame) -> pl.DataFrame:
         pl.col("files") == pl.col("trade_date").replace_strict(keys, default=None, return_dtype=pl.String)
     )
     done = set(valid["trade_date"].unique().to_list())
-    fresh = []
-    for day in sorted(set(keys) - done):
-        vol = day_volume(root, index, day)
-        fresh.append(vol.rename({"day": "trade_date"}).with_columns(files=pl.lit(keys[day])))
+    fresh = [vol.rename({"day": "trade_date"}).with_columns(
+        files=pl.col("trade_date").replace_strict(keys, return_dtype=pl.String))
+        for vol in chunk_volumes(root, index, sorted(set(keys) - done))]
     out = pl.concat(
         [valid, *(f.select(list(VOLUME_SCHEMA)).cast(VOLUME_SCHEMA) for f in fresh)], how="vertical"
     ).sort("trade_date", "root", "symbol")
@@ -195,6 +249,18 @@ class ContinuousBuild:
         if found.height and self.first_jumps.height < keep:
             self.first_jumps = pl.concat([self.first_jumps, found], how="diagonal_relaxed").head(keep)
 
+    def note_conflicts(self, day: date, found: rolls.DuplicateConflicts) -> None:
+        self.add_conflicts(found)
+        if found.count:
+            self.day_conflicts[day] = found.count
+            self.notes.append((day, f"continuous_bars {day}: {found.message}"))
+
+    def hold_back(self, day: date, jumps: pl.DataFrame, why: str) -> None:
+        """``day`` is not stored: ``jumps`` flagged it (``why``)."""
+        self.add_jumps(jumps)
+        self.blocked[day] = why
+        self.notes.append((day, why))
+
     @property
     def conflicts_message(self) -> str:
         return rolls.DuplicateConflicts(self.conflicts, self.first_conflicts).message
@@ -204,10 +270,111 @@ class ContinuousBuild:
         return [text for day, text in self.notes if first <= day <= last]
 
 
+def day_jumps(frame: pl.DataFrame, previous: pl.DataFrame | None, day: date, multiple: float,
+              window: int) -> pl.DataFrame:
+    """The bars of ``frame`` (date ``day``) that ``plausibility.price_jumps`` flags, warmed up
+    on ``previous``."""
+    if multiple <= 0:
+        return frame.head(0)
+    warm = frame if previous is None else pl.concat([previous, frame], how="vertical_relaxed")
+    return plausibility.price_jumps(warm, multiple, window).filter(rolls.trade_date(pl.col("ts_event")) == day)
+
+
 def _stored_before(root: UPath, day: date) -> pl.DataFrame | None:
     """The stored continuous rows of the last date before ``day`` (price-jump warm-up)."""
     before = [d for d in trade_dates.stored_dates(root, TABLE) if d < day]
     return trade_dates.read_dates(root, TABLE, before[-1], before[-1]) if before else None
+
+
+def chunk_frames(root: UPath, index: pl.DataFrame, fronts: pl.DataFrame, days: list[date]
+                 ) -> dict[date, tuple[pl.DataFrame, rolls.DuplicateConflicts]]:
+    """(continuous rows, duplicate conflicts) of each of ``days`` (sorted, each held by a
+    file of ``index``) from one read of their files and one de-duplication and join of their
+    rows: each equals ``day_bars_and_conflicts`` + ``rolls.join_fronts`` of the date alone."""
+    raw = dates_raw(root, index, days)
+    # no key repeats (the common case): sorted by the key, the rows are already the bars
+    deduped = rolls.dedupe_bars(raw.lazy()) if may_repeat(raw) else raw.lazy().sort(rolls.KEY)
+    bars = deduped.select(*rolls.BAR_COLUMNS, "day").collect()
+    joined = rolls.join_fronts(bars, fronts.filter(pl.col("day").is_in(days)),
+                               keep=("day",))
+    parts = joined.partition_by("day", as_dict=True, maintain_order=True)
+    repeats = bars.height < raw.height
+    out = {}
+    for day in days:
+        frame = parts[(day,)].drop("day") if (day,) in parts else joined.head(0).drop("day")
+        found = (rolls.duplicate_conflicts(raw.lazy().filter(pl.col("day") == day).drop("day")) if repeats
+                 else rolls.DuplicateConflicts(0, pl.DataFrame()))
+        out[day] = frame, found
+    return out
+
+
+def dated_frames(root: UPath, index: pl.DataFrame, fronts: pl.DataFrame, days: list[date]
+                 ) -> Iterator[list[tuple[date, pl.DataFrame, rolls.DuplicateConflicts]]]:
+    """(date, continuous rows, duplicate conflicts) of each of ``days`` (sorted), in order, a
+    chunk of dates at a time from one read of their files (``chunk_frames``); a date no file
+    holds is empty."""
+    have = set(index["trade_date"].to_list())
+    for chunk in chunks(days):
+        held = [d for d in chunk if d in have]
+        built = chunk_frames(root, index, fronts, held) if held else {}
+        for day in chunk:
+            if day not in built:
+                bars, found = day_bars_and_conflicts(root, index, day)
+                built[day] = rolls.join_fronts(bars, fronts.filter(pl.col("day") == day)), found
+        yield [(day, *built[day]) for day in chunk]
+
+
+def chunk_jumps(frames: list[tuple[date, pl.DataFrame]], previous: pl.DataFrame | None,
+                multiple: float, window: int) -> pl.DataFrame:
+    """The bars ``plausibility.price_jumps`` flags in each of ``frames`` (date order) when the
+    date is warmed up on the frame before it (the first on ``previous``), with the frame's
+    position (``pair``): one call for all of them, each (date before, date) pair its own
+    group, so every date sees the rows it sees alone. Of the date before, only the last
+    ``window`` + 1 bars of each segment are kept: all a date's medians read of it (the
+    oldest of them gives the next its previous close)."""
+    tagged = [f.with_columns(pair=pl.lit(tag, pl.Int32)) for tag, (_, f) in enumerate(frames)]
+    if previous is not None:
+        tagged.insert(0, previous.with_columns(pair=pl.lit(-1, pl.Int32)))
+    rows = pl.concat(tagged, how="vertical_relaxed")
+    keys = ["root", "contract_seq", "pair"]
+    tails = rows.filter(pl.col("pair") < len(frames) - 1,
+                        pl.int_range(pl.len()).over(keys) >= pl.len().over(keys) - (window + 1))
+    # a pair's rows: the tail of the date before, then the date (a group's order is its rows')
+    warm = pl.concat([tails.with_columns(pl.col("pair") + 1), rows.filter(pl.col("pair") >= 0)])
+    flagged = plausibility.price_jumps(warm, multiple, window, group=("root", "contract_seq", "pair"))
+    own = pl.col("pair").replace_strict(list(range(len(frames))), [day for day, _ in frames],
+                                        return_dtype=pl.Date)
+    return flagged.filter(rolls.trade_date(pl.col("ts_event")) == own)
+
+
+def quiet_dates(frames: list[tuple[date, pl.DataFrame]], previous: pl.DataFrame | None,
+                multiple: float, window: int) -> set[date]:
+    """The dates of ``frames`` in which no bar is flagged as ``build_dates`` checks a date
+    (``chunk_jumps``); every date when ``multiple`` turns the check off."""
+    if multiple <= 0:
+        return {day for day, _ in frames}
+    loud = set(chunk_jumps(frames, previous, multiple, window)["pair"].to_list())
+    return {day for tag, (day, _) in enumerate(frames) if tag not in loud}
+
+
+def _roll_state(root: UPath, index: pl.DataFrame, days: list[date]) -> tuple[pl.DataFrame, ContinuousBuild]:
+    """(fronts of every date, a build holding the roll table, the stale dates and the thin
+    fronts of ``days``); the fronts and stale-date state files are kept current."""
+    volume = daily_volumes(root, index)
+    daily = volume.rename({"trade_date": "day"}).select(
+        "root", "symbol", "day", pl.col("volume").cast(pl.Int128))
+    fronts, roll_table = rolls.fronts_from_daily(daily)
+    old = read_fronts(root)
+    build = ContinuousBuild(rolls=roll_table)
+    if old.height:
+        moved = pl.concat([old.join(fronts, on=list(fronts.columns), how="anti"),
+                           fronts.join(old, on=list(fronts.columns), how="anti")])
+        build.stale = sorted(set(moved["day"].to_list()) - set(days))
+    _write_stale(root, (set(stale_dates(root)) | set(build.stale)) - set(days))
+    object_store.write_parquet(fronts, state_path(root, "fronts"))
+    if days:
+        build.notes += front_volume.thin_fronts(daily, fronts, days[0], days[-1])
+    return fronts, build
 
 
 def build_dates(
@@ -225,45 +392,28 @@ def build_dates(
     (:func:`stale_dates`) until they are rebuilt."""
     days = sorted(set(days))
     index = raw_date_index(root)
-    volume = daily_volumes(root, index)
-    daily = volume.rename({"trade_date": "day"}).select(
-        "root", "symbol", "day", pl.col("volume").cast(pl.Int128))
-    fronts, roll_table = rolls.fronts_from_daily(daily)
-    old = read_fronts(root)
-    build = ContinuousBuild(rolls=roll_table)
-    if old.height:
-        moved = pl.concat([old.join(fronts, on=list(fronts.columns), how="anti"),
-                           fronts.join(old, on=list(fronts.columns), how="anti")])
-        build.stale = sorted(set(moved["day"].to_list()) - set(days))
-    _write_stale(root, (set(stale_dates(root)) | set(build.stale)) - set(days))
-    object_store.write_parquet(fronts, state_path(root, "fronts"))
-    if days:
-        build.notes += front_volume.thin_fronts(daily, fronts, days[0], days[-1])
+    fronts, build = _roll_state(root, index, days)
     have = set(index["trade_date"].to_list())
     previous = _stored_before(root, days[0]) if days else None
-    for day in days:
-        if day not in have:
-            build.unknown.append(day)
-        bars, found = day_bars_and_conflicts(root, index, day)  # one read of the date's files
-        frame = rolls.join_fronts(bars, fronts.filter(pl.col("day") == day))
-        build.add_conflicts(found)
-        if found.count:
-            build.day_conflicts[day] = found.count
-            build.notes.append((day, f"continuous_bars {day}: {found.message}"))
-        warm = frame if previous is None else pl.concat([previous, frame], how="vertical_relaxed")
-        jumps = (plausibility.price_jumps(warm, jump_multiple, jump_window)
-                 .filter(rolls.trade_date(pl.col("ts_event")) == day)) if jump_multiple > 0 else frame.head(0)
-        build.add_jumps(jumps)
-        if jumps.height:
-            build.blocked[day] = jump_message(root, index, day, jumps, jump_multiple)
-            build.notes.append((day, build.blocked[day]))
-            continue  # the previous version of the date stays; the next date warms up on it
-        previous = frame
-        if validate is not None and not validate(frame):
-            continue
-        if frame.height or trade_dates.date_dir(root, TABLE, day).is_dir():
-            trade_dates.write_part(root, TABLE, day, frame)
-        build.rows[day] = frame.height
+    for chunk in dated_frames(root, index, fronts, days):  # one read per chunk of dates
+        quiet = quiet_dates([(d, f) for d, f, _ in chunk], previous, jump_multiple, jump_window)
+        for day, frame, found in chunk:
+            if day not in have:
+                build.unknown.append(day)
+            build.note_conflicts(day, found)
+            # a date warmed up on the chunk's date before it was checked with the chunk;
+            # after a held-back date the next one warms up on an earlier date: checked alone
+            jumps = frame.head(0) if day in quiet else day_jumps(frame, previous, day, jump_multiple, jump_window)
+            if jumps.height:
+                build.hold_back(day, jumps, jump_message(root, index, day, jumps, jump_multiple))
+                quiet = set()
+                continue  # the previous version of the date stays; the next date warms up on it
+            previous = frame
+            if validate is not None and not validate(frame):
+                continue
+            if frame.height or trade_dates.date_dir(root, TABLE, day).is_dir():
+                trade_dates.write_part(root, TABLE, day, frame)
+            build.rows[day] = frame.height
     return build
 
 
@@ -352,6 +502,7 @@ def all_dates(root: UPath) -> list[date]:
     return sorted(set(raw_date_index(root)["trade_date"].to_list()))
 
 
-__all__ = ["ContinuousBuild", "all_dates", "build_dates", "daily_volumes", "day_bars", "day_bars_and_conflicts",
+__all__ = ["ContinuousBuild", "all_dates", "build_dates", "chunk_frames", "chunk_jumps", "chunk_volumes", "chunks",
+           "daily_volumes", "dated_frames", "dates_raw", "day_jumps", "may_repeat", "quiet_dates", "day_bars", "day_bars_and_conflicts",
            "day_conflicts",
            "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "touched_dates"]

@@ -100,9 +100,11 @@ def test_a_new_day_reads_only_the_raw_files_of_its_dates(landed, tmp_path, monke
     monkeypatch.setattr(object_store, "read_parquet",
                         lambda p, columns=None: read.append(str(p)) or real(p, columns))
     asked: list[date] = []  # every read of a date's raw rows (volume, bars, conflicts)
-    real_day_raw = continuous_dates._day_raw
+    real_day_raw, real_dates_raw = continuous_dates._day_raw, continuous_dates.dates_raw
     monkeypatch.setattr(continuous_dates, "_day_raw",
                         lambda r, sources, day: asked.append(day) or real_day_raw(r, sources, day))
+    monkeypatch.setattr(continuous_dates, "dates_raw",  # a chunk of dates read at once
+                        lambda r, index, days, *a: asked.extend(days) or real_dates_raw(r, index, days, *a))
     _land(raw, root.path, files[-1].name)
     new = continuous_dates.touched_dates(root, [files[-1].name])
     _build(root, [files[-1].name])
@@ -219,6 +221,77 @@ def test_one_read_of_a_date_gives_its_bars_conflicts_and_volume(landed, tmp_path
     dest.parent.mkdir(parents=True)
     copy.with_columns(source_file=pl.lit("zz-copy.dbn.zst")).write_parquet(dest)
     assert conflicts_of_every_date() == 3
+
+
+def _spoil(root: UPath, day: date) -> None:
+    """A bad print on the first bar of ``day`` (only the date before warms it up) and a second
+    delivery of three of its bars with other prices."""
+    from foxhunt_pipeline.instruments.rolls import trade_date
+
+    index = continuous_dates.raw_date_index(root)
+    source = index.filter(pl.col("trade_date") == day)["source"].sort()[0]
+    bars = pl.read_parquet(UPath(source).path)
+    at_first = pl.col("ts_event") == bars.filter(trade_date(pl.col("ts_event")) == day)["ts_event"].min()
+    bars = bars.with_columns(pl.when(at_first).then(pl.col("close") * 1.5).otherwise(pl.col("high")).alias("high"))
+    bars.write_parquet(UPath(source).path)
+    copy = bars.filter(trade_date(pl.col("ts_event")) == day).head(3).with_columns(
+        pl.col("close") + 0.25, pl.col("volume") * 2, source_file=pl.lit("zz-copy.dbn.zst"))
+    dest = raw_bars_partition_path(root.path, "zz-copy.dbn.zst")
+    dest.parent.mkdir(parents=True)
+    copy.write_parquet(dest)
+
+
+@pytest.mark.parametrize("size", [2, 3, 16])
+def test_a_chunk_of_dates_built_at_once_equals_a_build_date_by_date(landed, tmp_path, monkeypatch, size):
+    """Dates read, de-duplicated, joined and checked for jumps a chunk at a time store the
+    same bytes and report the same as one date at a time: with a held-back date inside a
+    chunk (the next date then warms up on the one before it), conflicting copies (volumes
+    summed de-duplicated) and a date no file holds."""
+    files, raw = landed
+    built, stored = {}, {}
+    for n in (1, size):
+        root = UPath(tmp_path / f"chunk{n}")
+        for f in files:
+            _land(raw, root.path, f.name)
+        days = continuous_dates.all_dates(root)
+        _spoil(root, days[1])
+        monkeypatch.setattr(continuous_dates, "CHUNK_DATES", n)
+        built[n] = continuous_dates.build_dates(root, [*days, date(2024, 3, 16)])
+        stored[n] = {p.relative_to(root.path): p.read_bytes()
+                     for p in sorted((tmp_path / f"chunk{n}" / continuous_dates.TABLE).rglob("*.parquet"))}
+        stored[n]["volume"] = continuous_dates.daily_volumes(root, continuous_dates.raw_date_index(root)).drop("files")
+    one, many = built[1], built[size]
+    assert list(one.blocked) == [days[1]] and one.conflicts == 3 and one.unknown == [date(2024, 3, 16)]
+    assert stored[1].pop("volume").equals(stored[size].pop("volume"))
+    assert stored[1] == stored[size] and len(stored[1]) == len(days) - 1
+    for name in ("rows", "stale", "unknown", "conflicts", "jumps", "day_conflicts", "blocked", "notes"):
+        assert getattr(one, name) == getattr(many, name), name
+    for name in ("rolls", "first_conflicts", "first_jumps"):
+        assert getattr(one, name).equals(getattr(many, name)), name
+
+
+@pytest.mark.parametrize("multiple", [0.01, 3.0])  # 0.01: nearly every bar, its medians compared
+def test_the_jumps_of_a_chunk_are_those_of_each_date_alone(landed, tmp_path, multiple):
+    """``chunk_jumps`` (one call, the date before cut to its last bars) flags in each date the
+    bars a check of the date alone, warmed up on the whole date before, flags, with the
+    same true and typical ranges."""
+    files, raw = landed
+    root = UPath(tmp_path / "wh")
+    for f in files:
+        _land(raw, root.path, f.name)
+    days = continuous_dates.all_dates(root)
+    fronts = continuous_dates.build_dates(root, days) and continuous_dates.read_fronts(root)
+    index = continuous_dates.raw_date_index(root)
+    built = continuous_dates.chunk_frames(root, index, fronts, days)
+    frames = [(day, built[day][0]) for day in days]
+    for previous, chunk in ((None, frames), (frames[0][1], frames[1:])):
+        got = continuous_dates.chunk_jumps(chunk, previous, multiple, 20)
+        for tag, (day, frame) in enumerate(chunk):
+            before = previous if tag == 0 else chunk[tag - 1][1]
+            want = continuous_dates.day_jumps(frame, before, day, multiple, 20)
+            assert got.filter(pl.col("pair") == tag).drop("pair").equals(want)
+            assert want.height > 0 or multiple == 3.0
+    assert continuous_dates.quiet_dates(frames, None, 0, 20) == set(days)
 
 
 def test_a_failed_features_write_raises_from_the_build_and_leaves_no_writer(landed, tmp_path, monkeypatch):
