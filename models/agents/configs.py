@@ -33,6 +33,8 @@ class AgentConfig:
     # (walk-forward, seeds 7 and 8: DQN Sharpe CI low 11.0 -> 3.1 and 2.4 -> -1.6, PPO
     # -0.6 -> 4.2 and -0.8 -> -6.3); it pays with a validation split of several days
     keep_best: bool = False
+    # epochs of imitating the forecasters' own rule first (each agent's own default and why)
+    imitate_epochs: int = 0
     env: EnvConfig = field(default_factory=EnvConfig)
     # how the n_envs copies step: "dummy" (in this process, best on few cores) or "subproc"
     # (one process each, SB3's SubprocVecEnv: rollouts collected in parallel on a big box)

@@ -14,13 +14,12 @@ from models.agents.imitation import imitate_rule_q
 from models.agents.learning import (
     AgentResult,
     EvalHook,
-    agent_state,
-    learn,
     make_vec_env,
     prepare_policy_kwargs,
+    train_agent,
 )
 from models.agents.replay import AllPositionsReplayBuffer
-from models.agents.trading_env import MarketData, RowState, prepare_market_data
+from models.agents.trading_env import MarketData, RowState
 from models.windows import TrainingData
 
 
@@ -68,10 +67,5 @@ def train_dqn(
 ) -> AgentResult:
     """Train DQN on the train split, observing ``forecasters`` (``config.observation``);
     ``on_eval`` receives each validation curve point."""
-    config = config or DQNConfig()
-    state = agent_state(data, config, forecasters, forecaster_train_configs)
-    model, train = dqn_on_train(data, config, state)
-    if config.imitate_epochs and state is not None:
-        imitate_rule_q(model, train, state.layout, config.imitate_epochs, seed=config.seed)
-    val = prepare_market_data(data, eval_split, config.env, state=state)
-    return learn("dqn", model, config, val, on_eval)
+    return train_agent("dqn", dqn_on_train, imitate_rule_q, data, config or DQNConfig(), on_eval,
+                       eval_split, forecasters, forecaster_train_configs)

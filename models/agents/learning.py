@@ -239,3 +239,25 @@ def learn(
         config=config,
         episodes=int(episodes),
     )
+
+
+def train_agent(
+    algo: str,
+    build: Callable[..., tuple[BaseAlgorithm, MarketData]],
+    imitate: Callable[..., Any],
+    data: TrainingData,
+    config: AgentConfig,
+    on_eval: EvalHook | None,
+    eval_split: str,
+    forecasters: Mapping[str, nn.Module] | None,
+    forecaster_train_configs: Mapping[str, Mapping[str, Any]] | None,
+) -> AgentResult:
+    """What DQN and PPO training share: the state they observe, the model ``build`` makes on
+    the train split, ``imitate`` of the forecasters' rule first (when the agent observes
+    them), then learning with validation backtests."""
+    state = agent_state(data, config, forecasters, forecaster_train_configs)
+    model, train = build(data, config, state)
+    if config.imitate_epochs and state is not None:
+        imitate(model, train, state.layout, config.imitate_epochs, seed=config.seed)
+    val = prepare_market_data(data, eval_split, config.env, state=state)
+    return learn(algo, model, config, val, on_eval)

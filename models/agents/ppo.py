@@ -14,12 +14,11 @@ from models.agents.imitation import imitate_rule
 from models.agents.learning import (
     AgentResult,
     EvalHook,
-    agent_state,
-    learn,
     make_vec_env,
     prepare_policy_kwargs,
+    train_agent,
 )
-from models.agents.trading_env import MarketData, RowState, prepare_market_data
+from models.agents.trading_env import MarketData, RowState
 from models.windows import TrainingData
 
 
@@ -64,10 +63,5 @@ def train_ppo(
 ) -> AgentResult:
     """Train PPO, observing ``forecasters`` (``config.observation``); ``on_eval`` receives
     each validation curve point."""
-    config = config or PPOConfig()
-    state = agent_state(data, config, forecasters, forecaster_train_configs)
-    model, train = ppo_on_train(data, config, state)
-    if config.imitate_epochs and state is not None:
-        imitate_rule(model, train, state.layout, config.imitate_epochs, seed=config.seed)
-    val = prepare_market_data(data, eval_split, config.env, state=state)
-    return learn("ppo", model, config, val, on_eval)
+    return train_agent("ppo", ppo_on_train, imitate_rule, data, config or PPOConfig(), on_eval,
+                       eval_split, forecasters, forecaster_train_configs)
