@@ -33,7 +33,7 @@ import torch.distributed as dist
 from dagster_pipes import open_dagster_pipes
 
 from models.atomic import atomic_write
-from models.registry import build_model
+from models.registry import build_model, dataset_model_config
 from models.training.checkpoint import dataset_signature, save_checkpoint
 from models.training.distributed import (
     DistEnv,
@@ -43,7 +43,7 @@ from models.training.distributed import (
     train_forecaster_ddp,
 )
 from models.training.loop import TrainConfig, TrainResult
-from models.windows import DEFAULT_QUANTILES, TrainingData
+from models.windows import TrainingData
 
 RESULT_NAME = "result.json"
 ERRORS_DIR = "errors"
@@ -67,14 +67,10 @@ def load_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
     return spec
 
 
-def model_config_for(data, model_params: dict[str, Any]) -> dict[str, Any]:
+def model_config_for(family: str, data, model_params: dict[str, Any]) -> dict[str, Any]:
     """The registry config of a forecaster for ``data`` (the same dict the single-process
-    training asset builds)."""
-    return {
-        "n_static": len(data.static_names), "n_observed": len(data.observed_names),
-        "n_known": len(data.known_names), "lookback": data.lookback, "horizon": data.horizon,
-        "quantiles": list(data.meta.get("quantiles", DEFAULT_QUANTILES)), **model_params,
-    }
+    training asset builds): the dataset's fields, then ``model_params``."""
+    return {**dataset_model_config(family, data.meta), **model_params}
 
 
 def write_rank_error(out_dir: str | os.PathLike[str], rank: int, exc: BaseException) -> Path:
@@ -94,7 +90,7 @@ def train(spec: dict[str, Any], reporter=None) -> dict[str, Any]:
     init_distributed(device, float(spec.get("timeout_s", 600)))
     config = TrainConfig.from_dict(dict(spec["train_params"]))
     data = _load_dataset(Path(spec["dataset_path"]))
-    model_config = model_config_for(data, dict(spec["model_params"]))
+    model_config = model_config_for(spec["family"], data, dict(spec["model_params"]))
     torch.manual_seed(config.seed)  # same init everywhere; DDP also broadcasts rank 0's
     model = build_model(spec["family"], model_config)
     out_dir = Path(spec["out_dir"])

@@ -166,7 +166,7 @@ def train_forecaster_asset(
     family's own interpretability (the TFT's attention and variable selection)."""
     data = load_dataset(storage)
     choice = torch_device.choose()
-    model_config = model_config_for(data, model_params)
+    model_config = model_config_for(family, data, model_params)
     train_cfg = train_config(config)
     registered = model_store.REGISTERED_NAMES[family]
     run_dir = new_run_dir(storage, family, context.run.run_id)

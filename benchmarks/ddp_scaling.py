@@ -51,7 +51,7 @@ def _in_process(data, train: dict, threads: int) -> tuple[float, float]:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     start = time.perf_counter()
-    model = build_model("tft", model_config_for(data, PARAMS))
+    model = build_model("tft", model_config_for("tft", data, PARAMS))
     result = train_forecaster(model, data, TrainConfig.from_dict(train))
     return result.training_seconds, time.perf_counter() - start
 

@@ -72,13 +72,11 @@ def curve_point(epoch: int, train_loss: float, pred_val: np.ndarray, pred_test: 
 def our_curve(data: TrainingData, epochs: int, lr: float, weight_decay: float,
               default_init: bool) -> list[dict[str, float]]:
     import models.tft.model as tft_model
-    from models.registry import build_model
+    from models.registry import build_model, dataset_model_config
     from models.training.loop import TrainConfig, predict_quantiles, train_forecaster
 
     torch.manual_seed(0)
-    config = {"n_static": len(data.static_names), "n_observed": len(data.observed_names),
-              "n_known": len(data.known_names), "lookback": data.lookback,
-              "horizon": data.horizon, "quantiles": list(data.meta["quantiles"]), "hidden": 32}
+    config = {**dataset_model_config("tft", data.meta), "hidden": 32}
     init = tft_model.reference_init
     if default_init:
         tft_model.reference_init = lambda model: None  # the model as it was built before

@@ -47,6 +47,7 @@ from models.evaluation.family_candidates import (
 )
 from models.evaluation.walk_forward import RowPool, WalkForwardConfig, walk_forward
 from models.mamba2.model import Mamba2Config
+from models.registry import dataset_model_config
 from models.tft.model import TFTConfig
 from models.training.loop import TrainConfig
 
@@ -72,10 +73,7 @@ def forecaster_setup(family: str, pool: RowPool, profile: str) -> tuple[dict, Tr
     sizes = {CONFIG_NAMES.get(k, k): v
              for k, v in PROFILES[profile].get(f"{family}_model", {}).items()}
     model_fields = {f.name for f in dataclasses.fields(MODEL_CONFIGS[family])}
-    meta = pool.meta
-    model_config = {"n_static": len(meta["static_names"]), "n_observed": len(meta["observed_names"]),
-                    "n_known": len(meta["known_names"]), "lookback": int(meta["lookback"]),
-                    "horizon": int(meta["horizon"]), "quantiles": list(meta["quantiles"]),
+    model_config = {**dataset_model_config(family, pool.meta),
                     **{k: v for k, v in sizes.items() if k in model_fields}}
     return model_config, TrainConfig(**{k: v for k, v in sizes.items() if k not in model_fields})
 

@@ -6,12 +6,19 @@ model families are independent packages).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import nn
+
+from models.windows import DEFAULT_QUANTILES
+
+# the 1-bar log return, normalised like every input: a family whose config has
+# ``output_scale_input`` forecasts in units of its recent root mean square
+SCALE_INPUT = "f_ret_1b"
 
 # name -> (module, config class, model class)
 _SPECS: dict[str, tuple[str, str, str]] = {
@@ -55,6 +62,23 @@ def build_model(name: str, config_dict: dict[str, Any]) -> nn.Module:
     """A freshly initialised model of type ``name`` from its ``config.to_dict()``."""
     config_cls, model_cls = get_model_class(name)
     return model_cls(config_cls.from_dict(dict(config_dict)))
+
+
+def dataset_model_config(name: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The config fields a dataset (its ``meta``) fixes for model type ``name``: input
+    widths, lookback, horizon, quantiles, and the scale input where the family has one.
+    Every builder of a forecaster for a dataset starts from this, so none can forget one."""
+    observed = list(meta["observed_names"])
+    config: dict[str, Any] = {
+        "n_static": len(meta["static_names"]), "n_observed": len(observed),
+        "n_known": len(meta["known_names"]), "lookback": int(meta["lookback"]),
+        "horizon": int(meta["horizon"]),
+        "quantiles": list(meta.get("quantiles", DEFAULT_QUANTILES)),
+    }
+    config_fields = {f.name for f in dataclasses.fields(get_model_class(name)[0])}
+    if "output_scale_input" in config_fields and SCALE_INPUT in observed:
+        config["output_scale_input"] = observed.index(SCALE_INPUT)
+    return config
 
 
 def seeded_model(name: str, config_dict: dict[str, Any], seed: int) -> nn.Module:

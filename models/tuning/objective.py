@@ -12,21 +12,12 @@ from typing import Any
 import optuna
 
 from models.agents import train as agents
-from models.registry import build_model
+from models.registry import build_model, dataset_model_config
 from models.training.loop import TrainConfig, train_forecaster
 from models.tuning.spaces import MODEL_FIELDS, to_config_values
-from models.windows import DEFAULT_QUANTILES, TrainingData
+from models.windows import TrainingData
 
 Hook = Callable[[dict[str, Any]], None]
-
-
-def dataset_model_config(data: TrainingData) -> dict[str, Any]:
-    """The model-config fields the dataset fixes (input widths, lookback, horizon, quantiles)."""
-    return {
-        "n_static": len(data.static_names), "n_observed": len(data.observed_names),
-        "n_known": len(data.known_names), "lookback": data.lookback, "horizon": data.horizon,
-        "quantiles": list(data.meta.get("quantiles", DEFAULT_QUANTILES)),
-    }
 
 
 def pruning_hook(trial: optuna.Trial, value_key: str, step_key: str,
@@ -53,7 +44,7 @@ def forecaster_trial(trial: optuna.Trial, family: str, data: TrainingData,
     """Best validation pinball loss of ``family`` trained with ``params`` (model fields
     over ``base_model``, ``learning_rate`` / ``weight_decay`` over ``train``)."""
     model_params = {k: v for k, v in params.items() if k in MODEL_FIELDS[family]}
-    model = build_model(family, {**dataset_model_config(data), **base_model, **model_params})
+    model = build_model(family, {**dataset_model_config(family, data.meta), **base_model, **model_params})
     cfg = replace(train, lr=float(params.get("learning_rate", train.lr)),
                   weight_decay=float(params.get("weight_decay", train.weight_decay)))
     result = train_forecaster(model, data, cfg, device=device, autocast_dtype=autocast_dtype,

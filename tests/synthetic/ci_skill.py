@@ -46,6 +46,7 @@ from models.evaluation.walk_forward import (
     WalkForwardResult,
     walk_forward,
 )
+from models.registry import dataset_model_config
 from models.training.loop import TrainConfig
 from tests.walk_forward_data import generated_pool
 
@@ -56,14 +57,11 @@ FORECASTERS = ("tft", "mamba2")
 
 
 def _configs(pool: RowPool) -> dict[str, tuple[dict, TrainConfig]]:
-    meta = pool.meta
-    base = {"n_static": len(meta["static_names"]), "n_observed": len(meta["observed_names"]),
-            "n_known": len(meta["known_names"]), "lookback": int(meta["lookback"]),
-            "horizon": int(meta["horizon"]), "quantiles": list(meta["quantiles"])}
     return {
-        "tft": ({**base, "hidden": 24, "heads": 2, "lstm_layers": 1},
+        "tft": ({**dataset_model_config("tft", pool.meta), "hidden": 24, "heads": 2,
+                 "lstm_layers": 1},
                 TrainConfig(epochs=4, max_batches_per_epoch=30, batch_size=64, lr=3e-3, seed=0)),
-        "mamba2": ({**base, "hidden": 16, "n_layers": 1},
+        "mamba2": ({**dataset_model_config("mamba2", pool.meta), "hidden": 16, "n_layers": 1},
                    TrainConfig(epochs=3, max_batches_per_epoch=25, batch_size=64, seed=0)),
     }
 

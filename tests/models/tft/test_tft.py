@@ -230,3 +230,50 @@ def test_static_encoders_give_four_distinct_contexts():
     assert not any(torch.allclose(outs[i], outs[j], atol=1e-4)
                    for i in range(4) for j in range(i + 1, 4))
     assert not torch.allclose(enc(a * 2)[0], outs[0], atol=1e-4)
+
+
+# --- per-window target scaling ----------------------------------------------
+
+def _scaled_and_plain(bars: int):
+    torch.manual_seed(0)
+    scaled = TemporalFusionTransformer(TFTConfig(**SMALL, output_scale_input=2,
+                                                 output_scale_bars=bars)).eval()
+    plain = TemporalFusionTransformer(TFTConfig(**SMALL)).eval()
+    plain.load_state_dict(scaled.state_dict())
+    return scaled, plain
+
+
+@pytest.mark.parametrize("grad", [False, True])  # the fast path and the reference path
+def test_output_scale_is_the_rms_of_the_scale_input_over_the_last_bars(grad):
+    scaled, plain = _scaled_and_plain(bars=5)
+    static, observed, known = _inputs(scaled.config, batch=6)
+    observed[0, :, 2] = 0.0  # a window without movement gets the floor, not zero
+    with torch.set_grad_enabled(grad):
+        ratio = (scaled(static, observed, known) / plain(static, observed, known)).detach()
+    want = torch.sqrt(observed[:, -5:, 2].square().mean(dim=1) + 0.1 ** 2)
+    torch.testing.assert_close(ratio, want[:, None, None].expand_as(ratio), rtol=1e-4, atol=1e-5)
+    assert ratio[0].min() == pytest.approx(0.1, rel=1e-4)
+
+
+def test_output_scale_keeps_quantiles_ordered_and_interpretation_consistent():
+    scaled, _ = _scaled_and_plain(bars=60)  # longer than the lookback: the whole window
+    static, observed, known = _inputs(scaled.config, batch=4)
+    observed[:, :, 2] *= torch.linspace(0.01, 30.0, 4)[:, None]  # calm to wild windows
+    with torch.no_grad():
+        out = scaled(static, observed, known)
+        interpreted, _ = scaled.forward_with_interpretation(static, observed, known)
+    assert (out.diff(dim=-1) >= 0).all()
+    torch.testing.assert_close(interpreted, out, rtol=1e-4, atol=1e-5)
+    spread = (out[..., -1] - out[..., 0]).mean(dim=1)
+    assert spread[-1] > 10 * spread[0]  # a wild window gets a wider band
+
+
+def test_output_scale_config_is_checked_and_old_configs_load_unscaled():
+    cfg = TFTConfig.from_dict({k: v for k, v in SMALL.items()})  # a config saved before it
+    assert cfg.output_scale_input is None
+    with pytest.raises(ValueError, match="output_scale_input"):
+        TFTConfig(**SMALL, output_scale_input=SMALL["n_observed"])
+    with pytest.raises(ValueError, match="output_scale_bars"):
+        TFTConfig(**SMALL, output_scale_input=0, output_scale_bars=0)
+    with pytest.raises(ValueError, match="output_scale_floor"):
+        TFTConfig(**SMALL, output_scale_input=0, output_scale_floor=0.0)

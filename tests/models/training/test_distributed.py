@@ -32,7 +32,7 @@ def _data():
 
 def _single_process(data, train: dict):
     torch.manual_seed(train.get("seed", 0))
-    model = build_model("tft", model_config_for(data, PARAMS))
+    model = build_model("tft", model_config_for("tft", data, PARAMS))
     return model, train_forecaster(model, data, TrainConfig.from_dict(train))
 
 
@@ -53,7 +53,7 @@ def test_one_rank_group_reproduces_the_single_process_harness(tmp_path: Path):
                             world_size=1)
     try:
         torch.manual_seed(0)
-        model = build_model("tft", model_config_for(data, PARAMS))
+        model = build_model("tft", model_config_for("tft", data, PARAMS))
         result = train_forecaster_ddp(model, data, TrainConfig.from_dict(train),
                                       checkpoint_dir=tmp_path / "state")
     finally:
@@ -69,13 +69,13 @@ def test_one_rank_nccl_group_on_cuda_tracks_the_harness(tmp_path: Path):
     data = _data()
     train = {**TRAIN, "max_batches_per_epoch": 3}
     torch.manual_seed(0)
-    model = build_model("tft", model_config_for(data, PARAMS))
+    model = build_model("tft", model_config_for("tft", data, PARAMS))
     single = train_forecaster(model, data, TrainConfig.from_dict(train), device="cuda")
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0,
                             world_size=1)
     try:
         torch.manual_seed(0)
-        model = build_model("tft", model_config_for(data, PARAMS))
+        model = build_model("tft", model_config_for("tft", data, PARAMS))
         result = train_forecaster_ddp(model, data, TrainConfig.from_dict(train), device="cuda")
     finally:
         dist.destroy_process_group()
