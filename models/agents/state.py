@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.agents import forecast_memo
 from models.atomic import atomic_write
 from models.config_fields import check_known_fields
 from models.registry import model_type_of
@@ -210,7 +211,19 @@ def saved_forecasters(directory: str | os.PathLike[str]) -> dict[str, dict[str, 
 def forecasts(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,
               batch_size: int = 1024) -> np.ndarray:
     """``[N, H, Q]`` quantiles of ``model`` for the window ending at each row; NaN where the
-    row has no full window in its segment or an input is not finite."""
+    row has no full window in its segment or an input is not finite. The same weights on
+    the same rows are computed once per process (``models.agents.forecast_memo``)."""
+    key = forecast_memo.forecast_key(model, part, lookback, horizon, batch_size)
+    kept = forecast_memo.recall(key)
+    if kept is not None:
+        return kept
+    out = _forecasts(model, part, lookback, horizon, batch_size)
+    forecast_memo.keep(key, out)
+    return out
+
+
+def _forecasts(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,
+               batch_size: int) -> np.ndarray:
     n = part.n_rows
     n_q = len(model.config.quantiles)
     out = np.full((n, horizon, n_q), np.nan, dtype=np.float32)

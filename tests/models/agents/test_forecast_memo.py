@@ -1,0 +1,84 @@
+"""The same weights on the same rows are forecast once per process, and only then."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from models.agents import forecast_memo
+from models.agents.state import forecasts
+from tests.model_data import synthetic_training_data
+
+from .test_forecast_state import H, L, tiny_forecaster
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture
+def data():
+    forecast_memo.forget()
+    yield synthetic_training_data(n_rows={"train": 300, "validation": 100, "test": 100},
+                                  n_observed=4, n_known=2, n_static=2, lookback=L, horizon=H,
+                                  segment_length=100, seed=3)
+    forecast_memo.forget()
+
+
+def _counting(model):
+    calls = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+    return calls
+
+
+def test_a_repeat_is_not_computed_and_equals_the_first(data):
+    model = tiny_forecaster(data)
+    calls = _counting(model)
+    part = data.splits["train"]
+    first = forecasts(model, part, L, H)
+    n = len(calls)
+    assert n > 0 and np.isfinite(first).any()
+    again = forecasts(model, part, L, H)
+    assert len(calls) == n
+    np.testing.assert_array_equal(again, first)
+    again[:] = 0.0  # the caller's copy; what is kept stays intact
+    np.testing.assert_array_equal(forecasts(model, part, L, H), first)
+    # an equal model with its own weights (another fold object, the same checkpoint) hits too
+    twin = tiny_forecaster(data)
+    twin_calls = _counting(twin)
+    np.testing.assert_array_equal(forecasts(twin, part, L, H), first)
+    assert not twin_calls
+
+
+def test_other_weights_rows_or_sizes_are_computed(data):
+    model = tiny_forecaster(data)
+    calls = _counting(model)
+    part = data.splits["train"]
+    first = forecasts(model, part, L, H)
+    n = len(calls)
+    with torch.no_grad():
+        model.head.proj.bias.add_(0.5)
+    changed = forecasts(model, part, L, H)
+    assert len(calls) > n and not np.allclose(np.nan_to_num(changed), np.nan_to_num(first))
+    n = len(calls)
+    observed = np.array(part.observed)
+    observed[50] += 1.0
+    forecasts(model, dataclasses.replace(part, observed=observed), L, H)
+    assert len(calls) > n
+    n = len(calls)
+    forecasts(model, part, L, H, batch_size=64)
+    assert len(calls) > n
+
+
+def test_only_the_newest_entries_are_kept(data, monkeypatch):
+    monkeypatch.setattr(forecast_memo, "MAX_ENTRIES", 2)
+    model = tiny_forecaster(data)
+    calls = _counting(model)
+    for split in ("train", "validation", "test"):
+        forecasts(model, data.splits[split], L, H)
+    n = len(calls)
+    forecasts(model, data.splits["test"], L, H)
+    assert len(calls) == n
+    forecasts(model, data.splits["train"], L, H)  # the oldest was dropped
+    assert len(calls) > n
