@@ -21,7 +21,7 @@ from models.agents.trading_env import evaluate_positions
 from models.ensemble.weights import combine_quantiles, fit_quantile_weights
 from models.evaluation.candidates import Candidate
 from models.evaluation.evaluate import predict_windows
-from models.registry import build_model
+from models.registry import build_model, get_model_class
 from models.training.checkpoint import (
     checkpoint_file,
     load_checkpoint,
@@ -35,8 +35,11 @@ from models.windows import ARRAYS, TrainingData
 def fold_model_key(model_type: str, model_config: Mapping[str, Any], train_config: Any,
                    train: TrainingData) -> str:
     """What determines a fold's trained forecaster: its architecture, its training config and
-    the fold's train and validation arrays (seeded training gives the same weights)."""
-    h = hashlib.sha256(json.dumps([model_type, dict(model_config), _plain(train_config)],
+    the fold's train and validation arrays (seeded training gives the same weights). The
+    config is keyed as the model sees it (defaults filled in), so a caller that spells out a
+    default and one that leaves it out share the model."""
+    config = get_model_class(model_type)[0].from_dict(dict(model_config)).to_dict()
+    h = hashlib.sha256(json.dumps([model_type, config, _plain(train_config)],
                                   sort_keys=True, default=str).encode())
     for split in ("train", "validation"):
         part = train.splits.get(split)

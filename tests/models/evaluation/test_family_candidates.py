@@ -113,3 +113,23 @@ def test_a_cached_fold_model_is_reused_not_retrained(tmp_path, monkeypatch):
     assert len(calls) == 1 and np.array_equal(first, again)
     make({**config, "hidden": 12}).fit(data)  # another configuration: trained
     assert len(calls) == 2
+
+
+def test_fold_model_key_is_the_same_with_defaults_spelled_out_or_left_out():
+    """Regression: the tft_model checkpoint's config lists every field, the asset's dict only
+    those it sets; the two keys differed, so the agents' walk-forward retrained every fold
+    forecaster that the forecasters' own walk-forward had already trained."""
+    from models.evaluation.family_candidates import fold_model_key
+    from models.tft.model import TFTConfig
+
+    data = synthetic_training_data(n_rows={"train": 200, "validation": 60, "test": 60},
+                                   n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
+                                   seed=2)
+    short = {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8, "horizon": 2,
+             "hidden": 8, "heads": 1, "output_scale_input": 0}
+    full = TFTConfig.from_dict(short).to_dict()
+    assert set(full) > set(short)
+    train = TrainConfig(epochs=1)
+    assert fold_model_key("tft", short, train, data) == fold_model_key("tft", full, train, data)
+    assert fold_model_key("tft", {**short, "hidden": 16}, train, data) != \
+        fold_model_key("tft", short, train, data)
