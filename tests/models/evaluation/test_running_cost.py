@@ -39,6 +39,27 @@ def test_reports_latency_throughput_size(tmp_path):
                                 throughput_batch_sizes=())["checkpoint_mb"] > 0
 
 
+def test_throughput_stops_at_its_time_budget_or_its_calls():
+    """A slow model's throughput is timed for ``throughput_seconds`` (at least 3 calls), not
+    for all its calls: 200 calls at batch 256 were 20 s of the TFT's evaluation."""
+    calls = []
+
+    def slow(static, observed, known):
+        calls.append(observed.shape[0])
+        time.sleep(0.02)
+        return observed[:, -1]
+
+    m = measure_running_cost(slow, _inputs, calls=1, warmup=0, throughput_calls=200,
+                             throughput_batch_sizes=(256,), throughput_seconds=0.1)
+    timed = calls.count(256) - 1  # the one warm-up call
+    assert 3 <= timed <= 10
+    assert m["throughput_b256_per_s"] == pytest.approx(256 / 0.02, rel=0.5)
+    calls.clear()
+    measure_running_cost(slow, _inputs, calls=1, warmup=0, throughput_calls=2,
+                         throughput_batch_sizes=(256,), throughput_seconds=0.0)
+    assert calls.count(256) - 1 == 2  # fewer calls than the minimum: all of them
+
+
 def test_peak_memory_is_attributed_to_the_measured_calls():
     def hungry(x):
         buf = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
