@@ -116,14 +116,15 @@ class TFTConfig:
     def __post_init__(self) -> None:
         self.quantiles = tuple(float(q) for q in self.quantiles)
         for name in ("n_static", "n_observed", "n_known", "lookback", "horizon", "hidden",
-                     "heads", "lstm_layers", "var_width"):
+                     "heads", "lstm_layers", "var_width", "output_scale_bars"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"TFTConfig.{name} must be an int, got {value!r}")
         for name in ("n_static", "n_observed", "n_known"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TFTConfig.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("lookback", "horizon", "hidden", "heads", "lstm_layers", "var_width"):
+        for name in ("lookback", "horizon", "hidden", "heads", "lstm_layers", "var_width",
+                     "output_scale_bars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TFTConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.n_observed + self.n_known < 1:
@@ -144,10 +145,6 @@ class TFTConfig:
                               or not 0 <= i < self.n_observed):
             raise ValueError(f"TFTConfig.output_scale_input must be None or an observed input "
                              f"index in [0, {self.n_observed}), got {i!r}")
-        if isinstance(self.output_scale_bars, bool) or not isinstance(self.output_scale_bars, int) \
-                or self.output_scale_bars < 1:
-            raise ValueError(f"TFTConfig.output_scale_bars must be an int >= 1, "
-                             f"got {self.output_scale_bars!r}")
         if not self.output_scale_floor > 0.0:
             raise ValueError(f"TFTConfig.output_scale_floor must be > 0, "
                              f"got {self.output_scale_floor!r}")
