@@ -58,8 +58,10 @@ def has_dates(root: UPath, table: str) -> bool:
     return bool(date_parts(root, table))
 
 
-def write_part(root: UPath, table: str, day: date, frame: pl.DataFrame, part: str = "data") -> UPath:
-    return object_store.write_parquet(frame, date_dir(root, table, day) / f"{part}.parquet")
+def write_part(root: UPath, table: str, day: date, frame: pl.DataFrame, part: str = "data",
+               compression: str = "zstd") -> UPath:
+    return object_store.write_parquet(frame, date_dir(root, table, day) / f"{part}.parquet",
+                                      compression=compression)
 
 
 def replace_date(root: UPath, table: str, day: date, written: Iterable[str]) -> None:

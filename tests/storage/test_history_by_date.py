@@ -7,8 +7,10 @@ from __future__ import annotations
 import shutil
 from datetime import date
 
+import duckdb
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from upath import UPath
 
@@ -307,10 +309,10 @@ def test_a_failed_features_write_raises_from_the_build_and_leaves_no_writer(land
     continuous_dates.build_dates(root, days)
     real = trade_dates.write_part
 
-    def failing(r, table, day, frame, part="data"):
+    def failing(r, table, day, frame, part="data", **kw):
         if day == days[1]:
             raise OSError("disk full (simulated)")
-        return real(r, table, day, frame, part=part)
+        return real(r, table, day, frame, part=part, **kw)
 
     monkeypatch.setattr(trade_dates, "write_part", failing)
     with pytest.raises(OSError, match="disk full"):
@@ -388,3 +390,27 @@ def test_late_data_that_moves_a_roll_leaves_stale_dates_until_they_are_rebuilt(t
     assert continuous_dates.stale_dates(root) == []
     ref, _ = build_continuous(object_store.scan_raw_bars(root))
     assert _table(root, "continuous_bars").equals(ref.sort("root", "ts_event"))
+
+
+def test_features_dates_are_lz4_and_read_with_older_zstd_dates_by_duckdb(landed, tmp_path):
+    """The features table trades bytes for write time (``by_date.COMPRESSION``); a warehouse
+    whose older dates were written with zstd reads as one table, in polars and DuckDB."""
+    files, raw = landed
+    root = UPath(tmp_path / "w")
+    for f in files:
+        _land(raw, root.path, f.name)
+    _build(root, [f.name for f in files])
+    parts = trade_dates.date_parts(root, by_date.TABLE)
+    codecs = {pq.ParquetFile(p.path).metadata.row_group(0).column(0).compression
+              for ps in parts.values() for p in ps}
+    assert codecs == {"LZ4"}
+    expected = _table(root, by_date.TABLE)
+    older = next(iter(parts.values()))[0]  # as a warehouse built before the change holds it
+    object_store.write_parquet(pl.read_parquet(older.path), older, compression="zstd")
+    assert pq.ParquetFile(older.path).metadata.row_group(0).column(0).compression == "ZSTD"
+    assert _table(root, by_date.TABLE).equals(expected)
+    glob = f"{root.path}/{by_date.TABLE}/*/*.parquet"
+    with duckdb.connect() as con:
+        got = con.execute(f"select count(*), sum(f_ret_1b) from read_parquet('{glob}')").fetchall()
+    assert got[0][0] == expected.height
+    assert got[0][1] == pytest.approx(expected["f_ret_1b"].sum(), rel=1e-6)  # float32 sums
