@@ -169,8 +169,7 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         run.log_params({"agent": agent_cfg.to_dict(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"], "observes": observed})
         run.set_tags({"hyperparameters_from": source})
-        on_eval = _validation_logger(context, run, family, int(agent_cfg.total_timesteps), profile,
-                                     int(agent_cfg.restarts))
+        on_eval = _validation_logger(context, run, family, int(agent_cfg.total_timesteps), profile)
         result = train(data, agent_cfg, on_eval=on_eval, forecasters=forecasters,
                        forecaster_train_configs=forecaster_configs)
         paths, behaviour_md = _save_policy(run, family, result, agent_cfg, data, run_dir)
@@ -224,20 +223,19 @@ def _result_metadata(result, timesteps: int) -> dict:
 
 
 def _validation_logger(context: dg.AssetExecutionContext, run: TrackedRun, family: str,
-                       total: int, profile: str, restarts: int = 1) -> Callable[[dict], None]:
-    """Per validation backtest during training: its metrics to MLflow and a progress line
-    (progress over every restart: they run one after another)."""
+                       total: int, profile: str) -> Callable[[dict], None]:
+    """Per validation backtest during training: its metrics to MLflow and a progress line."""
     started = time.monotonic()
 
     def on_eval(point: dict) -> None:
         # restarts follow each other on one step axis: restart r's steps are r * total + t
         restart = int(point.get("restart", 0))
-        step = restart * total + int(point["timesteps"])
-        run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"}, step=step)
-        which = f" restart {restart + 1}/{restarts}" if restarts > 1 else ""
+        run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
+                        step=restart * total + int(point["timesteps"]))
+        which = f" restart {restart + 1}" if "restart" in point else ""
         context.log.info(f"{family}{which} @ {point['timesteps']}/{total} steps: val mean reward "
                          f"{point.get('mean_reward', float('nan')):.3g}"
-                         f"{progress_note(step, total * restarts, time.monotonic() - started)}"
+                         f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
                          f" [profile {profile}]")
 
     return on_eval

@@ -76,25 +76,3 @@ def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home
     assert got["action"].to_list() == want["action"].to_list()
     version = MLflowResource(home=home).client().get_model_version("foxhunt-dqn", "1")
     assert "final_val_mean_reward" in version.description and version.tags["profile"] == "fast"
-
-
-def test_restarts_log_on_one_step_axis_and_progress_counts_every_restart():
-    """Three restarts of 100 steps: MLflow steps 0..300 in order, and the progress line of
-    the second restart's end says 2/3 and 67% (it said 100% of the restart alone)."""
-    from types import SimpleNamespace
-
-    from assets.agents import _validation_logger, restarts_markdown
-
-    lines, steps = [], []
-    context = SimpleNamespace(log=SimpleNamespace(info=lines.append))
-    run = SimpleNamespace(log_metrics=lambda metrics, step: steps.append(step))
-    on_eval = _validation_logger(context, run, "ppo", 100, "demo", restarts=3)
-    for restart in range(3):
-        for t in (50, 100):
-            on_eval({"timesteps": t, "mean_reward": 1e-5, "restart": restart})
-    assert steps == [50, 100, 150, 200, 250, 300]
-    assert lines[3].startswith("ppo restart 2/3 @ 100/100 steps") and "67% done" in lines[3]
-    table = restarts_markdown([
-        {"seed": 0, "final_val_mean_reward": 1e-5, "trades": 3, "train_seconds": 1.0, "kept": False},
-        {"seed": 1, "final_val_mean_reward": 2e-5, "trades": 4, "train_seconds": 1.0, "kept": True}])
-    assert table.splitlines()[-1].startswith("| 1 | 2e-05 | 4 |") and "yes" in table.splitlines()[-1]
