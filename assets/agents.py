@@ -50,8 +50,6 @@ def _agent_fields(cls: type, section: str) -> type[dg.Config]:
         encoder: str = delegated(cls, "encoder", "Window encoder: mlp or conv.")
         seed: int = delegated(cls, "seed", "Seed of the agent and its environments.")
         eval_freq: int = delegated(cls, "eval_freq", "Env steps between validation backtests.")
-        restarts: int = delegated(cls, "restarts", "Agents trained (seeds seed, seed + 1, ...); "
-                                  "the one of the best final validation backtest is kept.")
         cost_multiplier: float = delegated(EnvConfig, "cost_multiplier",
                                            "Times the root's one-way cost per contract.")
         vec_env: str = delegated(cls, "vec_env", "dummy (in process) or subproc (one process "
@@ -141,15 +139,6 @@ def curve_markdown(curve: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def restarts_markdown(restarts: list[dict]) -> str:
-    """Every agent trained and which one was kept, by its final validation backtest."""
-    lines = ["| seed | final val mean reward / bar | val trades | seconds | kept |",
-             "|---:|---:|---:|---:|:---:|"]
-    lines += [f"| {r['seed']} | {r['final_val_mean_reward']:.3g} | {r['trades']} | "
-              f"{r['train_seconds']:.1f} | {'yes' if r['kept'] else ''} |" for r in restarts]
-    return "\n".join(lines)
-
-
 def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: AgentTrainingConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource, torch_device: TorchDevice):
     """Shared by dqn_agent and ppo_agent: SB3 training with validation backtests logged to MLflow,
@@ -216,8 +205,6 @@ def _result_metadata(result, timesteps: int) -> dict:
         "episodes": dg.MetadataValue.int(result.episodes),
         "val_trades": dg.MetadataValue.int(int(result.final_validation.get("trades", 0))),
         "validation_curve": dg.MetadataValue.md(curve_markdown(result.curve)),
-        **({"restarts": dg.MetadataValue.md(restarts_markdown(result.restarts))}
-           if result.restarts else {}),
         "training_seconds": round(float(result.train_seconds), 2),
     }
 
@@ -228,12 +215,9 @@ def _validation_logger(context: dg.AssetExecutionContext, run: TrackedRun, famil
     started = time.monotonic()
 
     def on_eval(point: dict) -> None:
-        # restarts follow each other on one step axis: restart r's steps are r * total + t
-        restart = int(point.get("restart", 0))
         run.log_metrics({f"val_{k}": v for k, v in point.items() if k != "timesteps"},
-                        step=restart * total + int(point["timesteps"]))
-        which = f" restart {restart + 1}" if "restart" in point else ""
-        context.log.info(f"{family}{which} @ {point['timesteps']}/{total} steps: val mean reward "
+                        step=int(point["timesteps"]))
+        context.log.info(f"{family} @ {point['timesteps']}/{total} steps: val mean reward "
                          f"{point.get('mean_reward', float('nan')):.3g}"
                          f"{progress_note(int(point['timesteps']), total, time.monotonic() - started)}"
                          f" [profile {profile}]")

@@ -40,7 +40,7 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "mamba2_model": {"epochs": 2, "max_batches_per_epoch": 15, "hidden": 16, "batch_size": 64,
                          "n_layers": 1},
         "dqn_agent": {"total_timesteps": 2_000},
-        "ppo_agent": {"total_timesteps": 2_048, "restarts": 1},
+        "ppo_agent": {"total_timesteps": 2_048},
         "evaluation": {"latency_calls": 30, "bootstrap": 100},
         "walk_forward": {"folds": 2, "test_days": 1, "validation_days": 1},
         "lightgbm": {"fit_quantiles": [0.1, 0.5, 0.9], "num_boost_round": 60,

@@ -33,19 +33,12 @@ class AgentConfig:
     # (walk-forward, seeds 7 and 8: DQN Sharpe CI low 11.0 -> 3.1 and 2.4 -> -1.6, PPO
     # -0.6 -> 4.2 and -0.8 -> -6.3); it pays with a validation split of several days
     keep_best: bool = False
-    # train this many agents (seeds seed, seed + 1, ...) and keep the one whose final
-    # validation backtest earns the most (each PPOConfig / DQNConfig says its default and why)
-    restarts: int = 1
     # epochs of imitating the forecasters' own rule first (each agent's own default and why)
     imitate_epochs: int = 0
     env: EnvConfig = field(default_factory=EnvConfig)
     # how the n_envs copies step: "dummy" (in this process, best on few cores) or "subproc"
     # (one process each, SB3's SubprocVecEnv: rollouts collected in parallel on a big box)
     vec_env: str = "dummy"
-
-    def __post_init__(self) -> None:
-        if int(self.restarts) < 1:
-            raise ValueError(f"restarts must be >= 1, got {self.restarts}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,11 +116,6 @@ class PPOConfig(AgentConfig):
     # more epochs to learn than the symmetric rule did). 0, or observation="window" (no
     # forecasts to imitate): PPO starts from scratch
     imitate_epochs: int = 10
-    # PPO's outcome varies with its seed more than DQN's: walk-forward Sharpe CI low, seed 8,
-    # -0.3 / 7.1 / 7.9 for agent seeds 0 / 1 / 2. Keeping the best of three by the validation
-    # backtest: CI low 3.6 / 5.3 / 3.4 on seeds 7 / 8 / 9 (one agent: 2.4 / -0.3 / 5.3),
-    # for three times the training steps
-    restarts: int = 3
 
     @classmethod
     def demo(cls) -> PPOConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -72,10 +72,8 @@ class AgentResult:
     train_seconds: float
     final_val_mean_reward: float  # mean net log return per bar on validation, kept policy
     final_validation: dict[str, float]
-    config: AgentConfig  # what reproduces the kept policy (its seed, restarts=1)
+    config: AgentConfig
     episodes: int = 0  # training episodes completed (the Monitor of every env copy)
-    # with restarts > 1, one entry per agent trained: seed, final validation, kept or not
-    restarts: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ValidationCallback(BaseCallback):
@@ -256,36 +254,10 @@ def train_agent(
 ) -> AgentResult:
     """What DQN and PPO training share: the state they observe, the model ``build`` makes on
     the train split, ``imitate`` of the forecasters' rule first (when the agent observes
-    them), then learning with validation backtests; ``config.restarts`` times from the
-    seeds ``seed, seed + 1, ...``, keeping the agent of the best final validation."""
+    them), then learning with validation backtests."""
     state = agent_state(data, config, forecasters, forecaster_train_configs)
+    model, train = build(data, config, state)
+    if config.imitate_epochs and state is not None:
+        imitate(model, train, state.layout, config.imitate_epochs, seed=config.seed)
     val = prepare_market_data(data, eval_split, config.env, state=state)
-    results = []
-    for i in range(config.restarts):
-        run = replace(config, seed=config.seed + i, restarts=1)
-        model, train = build(data, run, state)
-        if run.imitate_epochs and state is not None:
-            imitate(model, train, state.layout, run.imitate_epochs, seed=run.seed)
-        hook = on_eval if config.restarts == 1 else _tag_restart(on_eval, i)
-        results.append(learn(algo, model, run, val, hook))
-    return best_restart(results) if len(results) > 1 else results[0]
-
-
-def _tag_restart(on_eval: EvalHook | None, restart: int) -> EvalHook | None:
-    if on_eval is None:
-        return None
-    return lambda point: on_eval({**point, "restart": restart})
-
-
-def best_restart(results: list[AgentResult]) -> AgentResult:
-    """The agent of the best final validation (the first on a tie), with every restart's
-    outcome and the training time and episodes of all of them."""
-    kept = max(range(len(results)), key=lambda i: (results[i].final_val_mean_reward, -i))
-    best = results[kept]
-    best.restarts = [{"seed": r.config.seed, "final_val_mean_reward": r.final_val_mean_reward,
-                      "trades": int(r.final_validation.get("trades", 0)),
-                      "train_seconds": r.train_seconds, "kept": i == kept}
-                     for i, r in enumerate(results)]
-    best.train_seconds = sum(r.train_seconds for r in results)
-    best.episodes = sum(r.episodes for r in results)
-    return best
+    return learn(algo, model, config, val, on_eval)

@@ -60,8 +60,7 @@ def agent_trial(trial: optuna.Trial, family: str, data: TrainingData, params: di
     observing ``observed`` = (forecasters, their training configs)."""
     cls, fit = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else \
         (agents.PPOConfig, agents.train_ppo)
-    # one agent per trial: restarts would multiply its cost and score the best of several seeds
-    config = cls.from_dict({**base, **to_config_values(params), "restarts": 1})
+    config = cls.from_dict({**base, **to_config_values(params)})
     forecasters, train_configs = observed or (None, None)
     result = fit(data, config, on_eval=pruning_hook(trial, "mean_reward", "timesteps", on_eval),
                  eval_split="validation", forecasters=forecasters,

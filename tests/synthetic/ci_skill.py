@@ -17,8 +17,7 @@ why:
   made 5 trades, Sharpe CI low -0.25; at this size TFT's skill depends on its seed), Mamba-2
   at hidden 16 (1 layer) for 3 x 25; the agents observe these two, as in the pipeline
   (each fold's own models, trained once and shared through the fold-model cache); DQN
-  10k steps, PPO the demo's 20,480 after imitating the forecasters' rule, one agent (not
-  the best of three: at these sizes one passes, and three would cost a minute of CI);
+  10k steps, PPO the demo's 20,480 after imitating the forecasters' rule;
 * LightGBM fits the median only with at most 60 rounds: the trading rule and the IC use the
   median;
 * 300 bootstrap resamples (the demo: 500).
@@ -77,8 +76,7 @@ def family_candidates(pool: RowPool, cache: Path) -> list[Candidate]:
         ensemble_candidate("foxhunt-ensemble", forecasters),
         agent_candidate("foxhunt-dqn", "dqn", DQNConfig(total_timesteps=10_000, device="cpu"),
                         fold),
-        agent_candidate("foxhunt-ppo", "ppo", PPOConfig(total_timesteps=20_480, device="cpu",
-                                                            restarts=1),
+        agent_candidate("foxhunt-ppo", "ppo", PPOConfig(total_timesteps=20_480, device="cpu"),
                         fold),
     ]
 

@@ -54,7 +54,7 @@ def small_ppo(**kw) -> PPOConfig:
     base = dict(
         total_timesteps=2048, learning_rate=2e-3, n_envs=2, n_steps=256, batch_size=64,
         n_epochs=4, eval_freq=512, net_arch=[32], encoder_hidden=32, gamma=0.5, device="cpu",
-        observation="window", restarts=1,
+        observation="window",
     )
     return PPOConfig(**{**base, **kw})
 
@@ -145,34 +145,6 @@ def test_without_keep_best_the_last_policy_is_kept(data):
     assert result.final_val_mean_reward == result.curve[-1]["mean_reward"]
     replay = summarize_backtest(evaluate_positions(result.model, data, "validation"))
     assert replay["mean_reward"] == pytest.approx(result.curve[-1]["mean_reward"], rel=1e-9)
-
-
-def test_restarts_keep_the_agent_of_the_best_final_validation(data):
-    points = []
-    config = small_ppo(total_timesteps=512, n_steps=128, eval_freq=0, restarts=3, seed=4)
-    result = train_ppo(data, config, on_eval=points.append)
-    runs = result.restarts
-    assert [r["seed"] for r in runs] == [4, 5, 6] and sum(r["kept"] for r in runs) == 1
-    kept = next(r for r in runs if r["kept"])
-    assert kept["final_val_mean_reward"] == max(r["final_val_mean_reward"] for r in runs)
-    assert len({r["final_val_mean_reward"] for r in runs}) > 1  # the seeds differ
-    assert result.final_val_mean_reward == kept["final_val_mean_reward"]
-    assert (result.config.seed, result.config.restarts) == (kept["seed"], 1)
-    assert result.train_seconds == pytest.approx(sum(r["train_seconds"] for r in runs))
-    assert sorted({p["restart"] for p in points}) == [0, 1, 2]  # every agent's curve reported
-    # the kept policy is the one its seed trains alone, and replays to its figure
-    alone = train_ppo(data, small_ppo(total_timesteps=512, n_steps=128, eval_freq=0,
-                                      seed=kept["seed"]))
-    for k, v in policy_net_from_model(alone.model).state_dict().items():
-        torch.testing.assert_close(v, policy_net_from_model(result.model).state_dict()[k],
-                                   rtol=0, atol=0)
-    replay = summarize_backtest(evaluate_positions(result.model, data, "validation"))
-    assert replay["mean_reward"] == pytest.approx(kept["final_val_mean_reward"], rel=1e-9)
-
-
-def test_restarts_must_be_at_least_one():
-    with pytest.raises(ValueError, match="restarts must be >= 1, got 0"):
-        small_ppo(restarts=0)
 
 
 def test_training_is_reproducible_from_the_seed(data):

@@ -30,8 +30,7 @@ def data():
 def _ppo(**kw) -> PPOConfig:
     return PPOConfig(**{**dict(total_timesteps=512, learning_rate=2e-3, n_envs=2, n_steps=128,
                                batch_size=64, n_epochs=2, eval_freq=0, net_arch=[16],
-                               encoder_hidden=16, gamma=0.5, device="cpu", observation="window",
-                               restarts=1), **kw})
+                               encoder_hidden=16, gamma=0.5, device="cpu", observation="window"), **kw})
 
 
 def _weights(result) -> dict[str, torch.Tensor]:

@@ -73,7 +73,7 @@ def test_train_ppo_starts_from_the_rule(data, state, env):  # noqa: F811
     """One rollout after imitation: the trained agent still mostly follows the rule (from
     scratch it agrees on about a third of the bars)."""
     config = dict(total_timesteps=128, n_envs=1, n_steps=128, batch_size=64, device="cpu",
-                  env=env, net_arch=[32], encoder_hidden=32, restarts=1)
+                  env=env, net_arch=[32], encoder_hidden=32)
     market = prepare_market_data(data, "train", env, state=state)
     agreement = {}
     for epochs in (0, 32):
