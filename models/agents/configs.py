@@ -98,7 +98,10 @@ class DQNConfig(AgentConfig):
 class PPOConfig(AgentConfig):
     """PPO; these defaults are the ``ppo_agent`` asset's too."""
 
-    learning_rate: float = 1e-3
+    # after cloning the rule, a smaller step keeps PPO near what it cloned while it learns
+    # when a change pays: walk-forward Sharpe CI low, data seeds 7 / 8 / 9 x agent seeds
+    # 0 / 1 / 2, all nine between 3.6 and 10.0 at 3e-4; at 1e-3 seed 0 gave 2.4 / -0.3 / 5.3
+    learning_rate: float = 3e-4
     gamma: float = 0.5
     activation: str = "tanh"
     n_envs: int = 2
@@ -119,5 +122,5 @@ class PPOConfig(AgentConfig):
 
     @classmethod
     def demo(cls) -> PPOConfig:
-        return cls(total_timesteps=20_000, learning_rate=1e-3, gamma=0.5, ent_coef=0.0, n_envs=2,
+        return cls(total_timesteps=20_000, learning_rate=3e-4, gamma=0.5, ent_coef=0.0, n_envs=2,
                    n_steps=512, eval_freq=5_000, net_arch=[64], encoder_hidden=64)

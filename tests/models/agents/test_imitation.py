@@ -60,8 +60,9 @@ def test_the_rule_is_the_forecasters_band_rule(data, state, env):  # noqa: F811
 
 
 def test_ppo_imitates_the_rule_before_it_learns(data, state, env):  # noqa: F811
+    # the cloning step is the policy optimizer's (learning_rate): 1e-3 clones in 32 epochs
     config = PPOConfig(total_timesteps=512, n_steps=256, batch_size=64, device="cpu", env=env,
-                       net_arch=[32], encoder_hidden=32)
+                       net_arch=[32], encoder_hidden=32, learning_rate=1e-3)
     market = prepare_market_data(data, "train", env, state=state)
     model = make_ppo(data, config, state)
     before = imitate_rule(model, market, state.layout, epochs=0)
@@ -73,7 +74,7 @@ def test_train_ppo_starts_from_the_rule(data, state, env):  # noqa: F811
     """One rollout after imitation: the trained agent still mostly follows the rule (from
     scratch it agrees on about a third of the bars)."""
     config = dict(total_timesteps=128, n_envs=1, n_steps=128, batch_size=64, device="cpu",
-                  env=env, net_arch=[32], encoder_hidden=32)
+                  env=env, net_arch=[32], encoder_hidden=32, learning_rate=1e-3)
     market = prepare_market_data(data, "train", env, state=state)
     agreement = {}
     for epochs in (0, 32):
