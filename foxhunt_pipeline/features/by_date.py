@@ -175,7 +175,10 @@ def short_notes(short: list[ShortStretch], warmup: int, start: date, end: date) 
 
 
 SPILL_BYTES = 48 * 2**20  # rows of waiting dates held in memory; the rest wait on disk
-WRITES_IN_FLIGHT = 2  # dates handed to the writer thread and not yet written, at most
+WRITES_IN_FLIGHT = 2  # dates handed to the writer threads and not yet written, at most
+# a segment's dates all complete when it ends (over a short history, most dates at the very
+# end of the run), so two threads write: the parquet writer and the summary release the GIL
+WRITERS = 2
 
 
 class _DateBuffer:
@@ -203,7 +206,7 @@ class _DateBuffer:
         self.held = 0  # bytes in self.parts
         self.vetoed: set[date] = set()
         self._dir: Path | None = None
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="features-writer")
+        self._writer = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="features-writer")
         self._writes: deque[Future[tuple[date, int | None]]] = deque()
 
     def add(self, span: Span, frame: pl.DataFrame | None, passed: bool) -> None:
