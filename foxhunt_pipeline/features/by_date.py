@@ -11,7 +11,7 @@ A date's rows of every root are one file, ``features/trade_date=D/data.parquet``
 parquet file costs per column chunk, so one file of four roots writes about as fast as
 one root's. Segments are computed in the order they end, each continuous_bars date is
 read once per run, and a date is written (and dropped from memory) as soon as the
-segments of all its roots are computed, by a writer thread while the next segment is
+segments of all its roots are computed, by writer threads while the next segment is
 computed; rows waiting beyond a fixed budget wait on disk
 (``_DateBuffer``): memory is about the longest segment being computed, whatever the length
 of the history.
@@ -191,12 +191,12 @@ class _DateBuffer:
     (a temporary directory beside the table on a local root, the system's otherwise),
     read back when their date is written: memory stays flat, equal rows either way.
 
-    A complete date is written by one writer thread (``_write``: its parquet file, its
-    summary, the removal of parts it no longer has), in the order the dates complete,
-    while the next segments are computed: the file's compression and fsync and the
-    summary overlap the features of the next segment instead of following them. At most
-    ``WRITES_IN_FLIGHT`` dates wait for it; a failed write raises in the builder at the
-    next date handed over, or at ``finish``."""
+    A complete date is written by one of ``WRITERS`` writer threads (``_write``: its
+    parquet file, its summary, the removal of parts it no longer has), handed over in the
+    order the dates complete, while the next segments are computed: the file's compression
+    and fsync and the summary overlap the features of the next segment (and each other)
+    instead of following them. At most ``WRITES_IN_FLIGHT`` dates wait for them; a failed
+    write raises in the builder at the next date handed over, or at ``finish``."""
 
     def __init__(self, root: UPath, spans: list[Span], build: FeatureBuild, spill_bytes: int = SPILL_BYTES):
         self.root, self.build, self.spill_bytes = root, build, spill_bytes
