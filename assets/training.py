@@ -80,6 +80,9 @@ class TFTTrainingConfig(_training_fields("tft_model")):
                                  section="tft_model")
     var_width: int = delegated(TFTConfig, "var_width", "Variable-selection hidden width.",
                                section="tft_model")
+    members: int = delegated(TFTConfig, "members", "TFTs trained side by side, their "
+                             "quantiles averaged (a deep ensemble; each one costs a TFT's "
+                             "training and inference).", section="tft_model")
     nproc_per_node: int = Field(default=1, description="Ranks; > 1: torch DDP under torchrun, "
                                 "launched through Dagster Pipes.")
 
@@ -176,7 +179,8 @@ def train_forecaster_asset(
         run.log_params({"model": model_config, "train": config.model_dump(), "device": choice.name,
                         "feature_hash": data.meta["feature_hash"]})
         run.set_tags({"hyperparameters_from": hyperparameters_from})
-        on_epoch_end = _epoch_logger(context, run, family, config.epochs, profile)
+        on_epoch_end = _epoch_logger(context, run, family, config.epochs,
+                                     getattr(config, "members", 1), profile)
         result, ckpt = _fit_forecaster(context, fit, data, storage, run_dir, on_epoch_end,
                                        pipes_subprocess_client)
         curve, extra_metadata = _log_training(run, family, result, ckpt, data, run_dir, interpret)
@@ -237,16 +241,21 @@ class _Fit:
 
 
 def _epoch_logger(context: dg.AssetExecutionContext, run: TrackedRun, family: str, epochs: int,
-                  profile: str) -> Callable[[dict], None]:
-    """Per epoch: its metrics to MLflow and a progress line to the Dagster log."""
+                  members: int, profile: str) -> Callable[[dict], None]:
+    """Per epoch: its metrics to MLflow and a progress line to the Dagster log. A deep
+    ensemble's members train one after another: member ``i``'s epochs are MLflow steps
+    ``i * epochs + epoch``, so each member's curve follows the last one's."""
     started = time.monotonic()
 
     def on_epoch_end(row: dict) -> None:
-        run.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
+        member = int(row.get("member", 0))
+        step = member * epochs + int(row["epoch"])
+        run.log_metrics({k: v for k, v in row.items() if k not in ("epoch", "member")}, step=step)
+        which = f" member {member + 1}/{members}" if members > 1 else ""
         context.log.info(
-            f"{family} epoch {row['epoch']}/{epochs}: train {row.get('train_loss', float('nan')):.5f} "
+            f"{family}{which} epoch {row['epoch']}/{epochs}: train {row.get('train_loss', float('nan')):.5f} "
             f"val {row.get('val_loss', float('nan')):.5f} grad_norm {row.get('grad_norm', float('nan')):.3f}"
-            f"{progress_note(int(row['epoch']), epochs, time.monotonic() - started)} [profile {profile}]"
+            f"{progress_note(step, epochs * members, time.monotonic() - started)} [profile {profile}]"
         )
 
     return on_epoch_end
@@ -361,9 +370,13 @@ def _loss_curve_png(history: list[dict], path: Path, title: str) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    epochs = [h["epoch"] for h in history]
-    for key in ("train_loss", "val_loss"):
-        ax.plot(epochs, [h.get(key) for h in history], marker="o", label=key)
+    members = sorted({int(h.get("member", 0)) for h in history}) or [0]
+    for member in members:  # a deep ensemble: one pair of curves per member
+        rows = [h for h in history if int(h.get("member", 0)) == member]
+        which = f" (member {member + 1})" if len(members) > 1 else ""
+        for key in ("train_loss", "val_loss"):
+            ax.plot([h["epoch"] for h in rows], [h.get(key) for h in rows], marker="o",
+                    label=key + which)
     ax.set_xlabel("epoch")
     ax.set_ylabel("quantile loss")
     ax.set_title(f"{title} training")
@@ -402,7 +415,7 @@ def tft_model(
 ) -> dg.MaterializeResult:
     config, source = with_tuned_params("tft", config, storage)
     params = {"hidden": config.hidden, "heads": config.heads, "lstm_layers": config.lstm_layers,
-              "dropout": config.dropout, "var_width": config.var_width}
+              "dropout": config.dropout, "var_width": config.var_width, "members": config.members}
     return train_forecaster_asset(context, "tft", params, config, storage, mlflow, torch_device,
                                   pipes_subprocess_client, hyperparameters_from=source,
                                   interpret=tft_interpretability)

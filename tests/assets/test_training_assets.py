@@ -9,10 +9,13 @@ import os
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pytest
+import torch
 
 from assets.training import tft_model
 from foxhunt_pipeline.config.paths import FoxhuntPaths
+from models.export import load_artifact
 from models.training.checkpoint import load_checkpoint
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import build_pipes_subprocess_client
@@ -73,3 +76,35 @@ def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home, monkeypatch
     # `foxhunt ui` starts the MLflow UI next to Dagster and tells the code location where
     monkeypatch.setenv("FOXHUNT_MLFLOW_UI_URL", "http://127.0.0.1:3001")
     assert local.run_url("abc123").startswith("http://127.0.0.1:3001/#/experiments/")
+
+
+def test_tft_model_of_two_members_trains_each_logs_both_and_registers_the_average(foxhunt_home):
+    """A deep ensemble (``members: 2``): both members train (MLflow steps 1..4, one curve
+    pair each), the checkpoint holds both and the registered pyfunc serves their average."""
+    paths = FoxhuntPaths.from_env().ensure()
+    data = synthetic_training_data({"train": 1200, "validation": 400, "test": 400})
+    data.save(paths.warehouse / "training_dataset")
+    config = {"epochs": 2, "max_batches_per_epoch": 5, "hidden": 8, "heads": 2, "lstm_layers": 1,
+              "var_width": 2, "batch_size": 32, "members": 2}
+    res = dg.materialize([tft_model], resources=_resources(paths),
+                         run_config={"ops": {"tft_model": {"config": config}}})
+    assert res.success
+    meta = res.asset_materializations_for_node("tft_model")[0].metadata
+    assert meta["epochs"].value == 4  # 2 per member
+    pointer = json.loads((paths.checkpoints / "tft" / "current.json").read_text())
+    model, _ = load_checkpoint(pointer["checkpoint"])
+    assert model.config.members == 2 and len(model.members) == 2
+    client = MLflowResource(home=str(paths.home)).client()
+    steps = [m.step for m in client.get_metric_history(meta["mlflow_run_id"].value, "val_loss")]
+    assert sorted(steps) == [1, 2, 3, 4]
+    assert "member" not in client.get_run(meta["mlflow_run_id"].value).data.metrics
+    # the registered model's artifact is the average's export
+    run_artifacts = client.get_run(meta["mlflow_run_id"].value).info.artifact_uri
+    [artifact] = [p.parent for p in (Path(run_artifacts.removeprefix("file://")) / "model")
+                  .glob("artifacts/*/meta.json")]
+    served, _ = load_artifact(artifact)
+    batch = data.window_dataset("test").batch(np.arange(3))
+    inputs = (batch["static"], batch["observed"], batch["known"])
+    with torch.no_grad():
+        each = [m(*inputs) for m in model.members]
+        assert torch.allclose(served(*inputs), (each[0] + each[1]) / 2, atol=1e-5)
