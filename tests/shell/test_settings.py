@@ -45,6 +45,12 @@ def test_a_run_takes_the_profile_of_the_settings_as_its_config_defaults(restore_
     assert (seen["epochs"], seen["max_batches_per_epoch"], seen["hidden"]) == (6, 60, 32)
 
 
+def test_the_demo_tft_is_two_members_of_one_lstm_layer_and_width_2(restore_settings):
+    load_settings(profile="demo")
+    tft = TFTTrainingConfig()
+    assert (tft.members, tft.lstm_layers, tft.var_width, tft.hidden) == (2, 1, 2, 32)
+
+
 def test_the_asset_defaults_are_the_library_defaults_and_the_results_are_unchanged(
         restore_settings):
     load_settings(profile="default")
@@ -53,6 +59,7 @@ def test_the_asset_defaults_are_the_library_defaults_and_the_results_are_unchang
                                                                  train.weight_decay, train.lr)
     assert (tft.hidden, tft.heads, tft.dropout) == (TFTConfig.hidden, TFTConfig.heads,
                                                      TFTConfig.dropout)
+    assert tft.members == TFTConfig.members == 1  # full size trains one TFT
     # the values the assets trained with before the defaults were merged
     assert (train.epochs, train.weight_decay) == (30, 1e-4)
     dqn, ppo = DQNTrainingConfig(), PPOTrainingConfig()
