@@ -80,9 +80,9 @@ class TFTTrainingConfig(_training_fields("tft_model")):
                                  section="tft_model")
     var_width: int = delegated(TFTConfig, "var_width", "Variable-selection hidden width.",
                                section="tft_model")
-    members: int = delegated(TFTConfig, "members", "TFTs trained side by side, their "
-                             "quantiles averaged (a deep ensemble; each one costs a TFT's "
-                             "training and inference).", section="tft_model")
+    members: int = delegated(TFTConfig, "members", "TFTs trained one after another, each "
+                             "with its own seed, their quantiles averaged (a deep ensemble; "
+                             "each costs a TFT's training and inference).", section="tft_model")
     nproc_per_node: int = Field(default=1, description="Ranks; > 1: torch DDP under torchrun, "
                                 "launched through Dagster Pipes.")
 

@@ -287,7 +287,7 @@ def _train_members(model, data, config, device, autocast_dtype, checkpoint_dir, 
     own validation loss and its own checkpoints (``member-<i>/``); its history rows carry
     ``member``. The result's ``best_val_loss`` is the average's. Trained side by side in
     one loss on the same batches instead, two TFT members forecast no better than one (seed
-    7's walk-forward pinball .3883, one TFT's .3883); trained apart, .3850."""
+    7's walk-forward pinball .3883, one TFT's .3883); trained apart, .3844."""
     results = []
     for i, member in enumerate(model.members):
         def hook(row: dict[str, float], i: int = i) -> None:

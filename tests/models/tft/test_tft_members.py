@@ -23,18 +23,9 @@ from models.training.loop import (
     train_forecaster,
 )
 from tests.model_data import synthetic_training_data
+from tests.models.tft.test_tft import SMALL, _inputs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-SMALL = dict(n_static=3, n_observed=6, n_known=4, lookback=12, horizon=5, hidden=16, heads=2,
-             lstm_layers=1, var_width=4)
-
-
-def _inputs(cfg: TFTConfig, batch: int, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(batch, cfg.n_static, generator=g),
-            torch.randn(batch, cfg.lookback, cfg.n_observed, generator=g),
-            torch.randn(batch, cfg.lookback + cfg.horizon, cfg.n_known, generator=g))
 
 
 def _members(m: int = 2) -> TemporalFusionTransformer:
