@@ -79,8 +79,8 @@ def test_mlflow_run_link_points_at_the_local_mlflow_ui(foxhunt_home, monkeypatch
 
 
 def test_tft_model_of_two_members_trains_each_logs_both_and_registers_the_average(foxhunt_home):
-    """A deep ensemble (``members: 2``): both members train (MLflow steps 1..4, one curve
-    pair each), the checkpoint holds both and the registered pyfunc serves their average."""
+    """A deep ensemble (``members: 2``): both members train (MLflow steps 1..4), the
+    checkpoint holds both and the registered model's artifact serves their average."""
     paths = FoxhuntPaths.from_env().ensure()
     data = synthetic_training_data({"train": 1200, "validation": 400, "test": 400})
     data.save(paths.warehouse / "training_dataset")
