@@ -27,6 +27,7 @@ from assets.training import (
 from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
+from models import families
 from models.agents import train as agents
 from models.agents.saved_config import save_agent_config
 from models.agents.trading_env import EnvConfig
@@ -81,6 +82,8 @@ class PPOTrainingConfig(_agent_fields(PPOConfig, "ppo_agent")):
 
 
 AgentTrainingConfig = DQNTrainingConfig | PPOTrainingConfig
+#: the training asset's Config of each agent family
+AGENT_CONFIGS: dict[str, type[dg.Config]] = {"dqn": DQNTrainingConfig, "ppo": PPOTrainingConfig}
 
 
 def agent_config(family: str, config: AgentTrainingConfig, device: str):
@@ -88,13 +91,11 @@ def agent_config(family: str, config: AgentTrainingConfig, device: str):
     and what the walk-forward retrains per fold."""
     fields = config.model_dump(exclude={"use_tuned"})
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
-    cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
+    cls = families.family(family).config_class()
     eval_freq = agents.validation_every(fields["total_timesteps"], fields["eval_freq"])
     return cls.from_dict({**fields, "eval_freq": eval_freq, "device": device, "env": env})
 
 
-#: the forecasters an agent observes, in its state's column order
-AGENT_FORECASTERS = ("tft", "mamba2")
 AGENT_KW = {**TRAINING_KW, "deps": [*TRAINING_KW["deps"], tft_model, mamba2_model]}
 
 
@@ -102,7 +103,7 @@ def current_forecasters(storage: FoxhuntStorage, data, device, log) -> tuple[dic
     """(models, their training configs, where they come from) of the current forecasters
     trained on this dataset's features; a missing one is left out with a warning."""
     models, train_configs, sources = {}, {}, {}
-    for family in AGENT_FORECASTERS:
+    for family in families.family("dqn").members:  # the agents observe the same forecasters
         try:
             pointer, checkpoint, _ = storage.current_model(family)
         except FileNotFoundError:
@@ -149,9 +150,9 @@ def train_agent_asset(context: dg.AssetExecutionContext, family: str, config: Ag
         storage, data, choice.device, context.log)
     observes = ", ".join(f"{v['registered_model']} v{v['version']}" for v in observed.values())
     config, source = with_tuned_params(family, config, storage)
-    train = agents.train_dqn if family == "dqn" else agents.train_ppo
+    train = families.family(family).train_function()
     agent_cfg = agent_config(family, config, str(choice.device))
-    registered = model_store.REGISTERED_NAMES[family]
+    registered = families.family(family).registered_name
     run_dir = new_run_dir(storage, family, context.run.run_id)
     profile = current_settings().profile
     with mlflow.start_run(f"{family}-{context.run.run_id[:8]}", tags={"family": family, "dagster_run_id": context.run.run_id}) as run:

@@ -26,6 +26,7 @@ from assets.training import (
 from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
+from models import families
 from models.ensemble.model import build_ensemble
 from models.ensemble.weights import fit_quantile_weights, sole_member
 from models.training.checkpoint import load_checkpoint, save_checkpoint
@@ -35,7 +36,7 @@ from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-MEMBERS = ("tft", "mamba2")
+MEMBERS = families.family("ensemble").members
 
 
 class EnsembleConfig(dg.Config):
@@ -85,7 +86,7 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
     ckpt = save_checkpoint(run_dir / "model", model, model_type="ensemble", config=model.config.to_dict(),
                            extra={**dataset_extra(data), "weights": fitted.weights, "members": sources,
                                   "validation_pinball": fitted.member_losses})
-    registered = model_store.REGISTERED_NAMES["ensemble"]
+    registered = families.family("ensemble").registered_name
     run_id, version = _log_and_register(context, mlflow, storage, data, fitted, sources, ckpt,
                                         run_dir, registered)
     where = publish_run(storage, "ensemble", run_dir, ckpt, {

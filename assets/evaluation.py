@@ -14,37 +14,20 @@ import numpy as np
 import polars as pl
 import torch
 
-from assets.agents import DQNTrainingConfig, PPOTrainingConfig, agent_config
+from assets.agents import AGENT_CONFIGS, agent_config
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, report_warnings
-from assets.config_fields import sized
+from assets.config_fields import delegated, sized
 from assets.metadata_images import pngs_md
-from assets.training import (
-    Mamba2TrainingConfig,
-    TFTTrainingConfig,
-    load_current_model,
-    load_dataset,
-    train_config,
-)
+from assets.training import load_current_model, load_dataset, logged_train_config
 from foxhunt_pipeline.features.coverage import fold_warnings
 from foxhunt_pipeline.features.grid import trade_dates
-from foxhunt_pipeline.storage import model_store
-from models.agents import train as agents
+from models import families
 from models.agents.policy import load_policy
 from models.agents.saved_config import saved_agent_config
-from models.agents.state import saved_forecasters
 from models.agents.trading_env import EnvConfig, evaluate_positions
 from models.ensemble.weights import sole_member
-from models.evaluation.candidates import (
-    climatology_candidate,
-    lightgbm_candidate,
-    trading_baselines,
-)
-from models.evaluation.family_candidates import (
-    agent_candidate,
-    ensemble_candidate,
-    fold_forecaster,
-    forecaster_candidate,
-)
+from models.evaluation.candidates import climatology_candidate, trading_baselines
+from models.evaluation.family_candidates import production_candidate
 from models.evaluation.walk_forward import (
     WalkForwardConfig,
     WalkForwardError,
@@ -52,15 +35,16 @@ from models.evaluation.walk_forward import (
     row_pool,
     walk_forward,
 )
-from models.training.checkpoint import load_checkpoint, read_checkpoint_meta
-from models.training.loop import TrainConfig
+from models.training.checkpoint import read_checkpoint_meta
 from models.utc import iso_utc
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 EVALUATIONS_TABLE = "model_evaluations"
-FORECASTERS = ("tft", "mamba2", "ensemble")  # quantile models; the others are trading agents
+#: per protocol, every candidate's pooled test bars (root, ts_event, position, pnl): what the
+#: leaderboard's paired comparisons resample
+BARS_TABLE = "evaluation_bars"
 #: Float columns of model_evaluations (NULL where undefined); the full set is in metrics_json.
 SUMMARY_METRICS = (
     "n_bars", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "ci_level", "annual_log_return",
@@ -75,10 +59,6 @@ SUMMARY_METRICS = (
 #: repeats on every test bar (pooled row; "baseline:climatology" for an ensemble whose weights
 #: are all on the climatology), NULL when it is a model of its own.
 TEXT_COLUMNS = ("protocol_id", "fold", "test_start", "test_end", "sharpe_by_root", "equals")
-#: every model family that makes skill claims (the Bonferroni count); from the model store
-FAMILIES = model_store.FAMILIES
-#: the forecasters the ensemble combines (``assets.ensemble``)
-ENSEMBLE_MEMBERS = ("tft", "mamba2")
 
 
 class EvaluationConfig(dg.Config):
@@ -93,21 +73,21 @@ class EvaluationConfig(dg.Config):
     train_days: int = 0
     validation_days: int = sized("walk_forward", "validation_days", 2,
                                  "Trade dates before the embargo kept for early stopping.")
-    lightgbm: bool = True  # score baseline:lightgbm beside the simple baselines
-    lightgbm_quantiles: list[float] = sized(
-        "lightgbm", "fit_quantiles", [], "Quantiles LightGBM fits (the others interpolated); "
-        "empty: every quantile of the dataset.")
-    lightgbm_rounds: int = sized("lightgbm", "num_boost_round", 200,
-                                 "Boosting rounds at most (early stopping on validation).")
-    lightgbm_max_rows: int = sized("lightgbm", "max_train_rows", 60_000,
-                                   "Train windows LightGBM sees at most (an even stride).")
+    test_fraction: float = delegated(WalkForwardConfig, "test_fraction", "Share of the trade "
+                                     "dates tested when more than folds x test_days (the "
+                                     "evidence grows with the history, the retrainings do "
+                                     "not).", section="walk_forward")
+    max_test_days: int = delegated(WalkForwardConfig, "max_test_days", "Cap on all folds' "
+                                   "test dates together.", section="walk_forward")
 
 
 def walk_forward_config(config: EvaluationConfig) -> WalkForwardConfig:
     """The library's walk-forward protocol for the asset's Config."""
     return WalkForwardConfig(folds=config.folds, test_days=config.test_days,
                              window=config.window, train_days=config.train_days or None,
-                             validation_days=config.validation_days)
+                             validation_days=config.validation_days,
+                             test_fraction=config.test_fraction,
+                             max_test_days=config.max_test_days)
 
 
 def evaluation_rows(family: str, version: str, precision: str, result, context_run_id: str,
@@ -142,15 +122,22 @@ def evaluation_rows(family: str, version: str, precision: str, result, context_r
 
 
 def composition_equals(family: str, checkpoint: Path) -> str | None:
-    """What a model is by construction: an ensemble with all its weight on one member is that
-    member ("baseline:climatology", "foxhunt-mamba2")."""
-    if family != "ensemble":
+    """What a model is by construction: a combination (the ensemble) with all its weight on
+    one member is that member ("baseline:climatology", "foxhunt-mamba2")."""
+    if not combines(family):
         return None
     meta = read_checkpoint_meta(checkpoint)
     member = sole_member(meta.get("extra", meta).get("weights") or {})
     if member is None:
         return None
-    return "baseline:climatology" if member == "climatology" else f"foxhunt-{member}"
+    return ("baseline:climatology" if member == "climatology"
+            else families.family(member).registered_name)
+
+
+def combines(family: str) -> bool:
+    """A forecaster made of other forecasters (the ensemble)."""
+    fam = families.family(family)
+    return fam.kind == "forecaster" and bool(fam.members)
 
 
 def _float_or_none(v) -> float | None:
@@ -167,13 +154,10 @@ def _meta_float(v) -> dg.MetadataValue:
     return dg.MetadataValue.float(f) if f is not None else dg.MetadataValue.text("-")
 
 
-def baseline_candidates(config: EvaluationConfig) -> list:
-    """The baselines every model is scored beside (LightGBM unless the Config leaves it out)."""
-    out = [*trading_baselines((1,)), climatology_candidate()]
-    lgb = lightgbm_candidate(seed=config.seed, fit_quantiles=config.lightgbm_quantiles or None,
-                             num_boost_round=config.lightgbm_rounds,
-                             max_train_rows=config.lightgbm_max_rows) if config.lightgbm else None
-    return out + ([lgb] if lgb is not None else [])
+def baseline_candidates() -> list:
+    """The naive baselines every model is scored beside and must beat: flat, buy-and-hold,
+    momentum and the climatology (LightGBM is a family of its own)."""
+    return [*trading_baselines((1,)), climatology_candidate()]
 
 
 def _param_value(text: str):
@@ -204,109 +188,72 @@ def saved_train_config(checkpoint: Path) -> dict | None:
     return read_checkpoint_meta(checkpoint).get("train_config")
 
 
-def forecaster_train_config(family: str, checkpoint: Path, logged: dict) -> TrainConfig:
-    """What a forecaster's walk-forward retrains each fold with: the checkpoint's own training
-    config; for a checkpoint without one, the asset Config its run logged to MLflow
-    (``logged``; the profile's defaults when it logged none)."""
-    saved = saved_train_config(checkpoint)
-    if saved is not None:
-        return TrainConfig.from_dict(saved)
-    cls = TFTTrainingConfig if family == "tft" else Mamba2TrainingConfig
-    return train_config(cls(**{k: v for k, v in logged.items() if k in cls.model_fields}))
+def production_settings(family: str, storage: FoxhuntStorage, mlflow: MLflowResource,
+                        run_id: str, checkpoint: Path, device: str):
+    """What the family's walk-forward retrains per fold with that its checkpoint may not
+    carry (``models.evaluation.family_candidates``): a forecaster's ``TrainConfig`` (logged to
+    MLflow by older trainings), an agent's config, the ensemble's current members."""
+    fam = families.family(family)
+    if combines(family):
+        return ensemble_members(storage, mlflow, checkpoint)
+    if fam.kind == "agent":
+        return _agent_settings(family, mlflow, run_id, checkpoint, device)
+    if fam.logged_params and saved_train_config(checkpoint) is None:
+        return logged_train_config(family, training_params(mlflow, run_id, fam.logged_params))
+    return None
 
 
-def family_candidate(family: str, checkpoint: Path, device: str, logged: dict | None = None,
-                     cache_dir: Path | None = None):
-    """The family's walk-forward candidate with the production model's configuration: the
-    checkpoint's architecture and training config (or, for a checkpoint without one, the
-    config its run logged, ``logged``), retrained from scratch on each fold."""
-    name, logged = f"foxhunt-{family}", dict(logged or {})
-    if family == "ensemble":
-        members = {f"foxhunt-{m}": family_candidate(m, Path(v["checkpoint"]), device, v["train"],
-                                                    cache_dir)
-                   for m, v in logged.get("members", {}).items()}
-        if not members:
-            raise ValueError("the ensemble has no member forecaster to retrain")
-        return ensemble_candidate(name, members,
-                                  include_climatology=logged.get("include_climatology", True))
-    if family in ("tft", "mamba2"):
-        train = forecaster_train_config(family, checkpoint, logged)
-        meta = read_checkpoint_meta(checkpoint)
-        return forecaster_candidate(name, meta["model_type"], meta["config"], train, device=device,
-                                    cache_dir=cache_dir)
-    return _agent_candidate(family, name, checkpoint, device, logged, cache_dir)
-
-
-def _agent_candidate(family: str, name: str, checkpoint: Path | None, device: str, logged: dict,
-                     cache_dir: Path | None):
-    """An agent's candidate with the config its run logged (the defaults when none)."""
-    # the agent observes forecasters with the configurations it was trained beside, each
-    # retrained on the fold (and shared with their own walk-forward through the cache)
-    observed = {
-        n: fold_forecaster(f["model_type"], f["config"], TrainConfig.from_dict(f["train_config"]),
-                           device=device, cache_dir=cache_dir)
-        for n, f in (saved_forecasters(checkpoint) if checkpoint else {}).items()
-        if f.get("train_config") is not None}
+def _agent_settings(family: str, mlflow: MLflowResource, run_id: str | None,
+                    checkpoint: Path | None, device: str):
+    """The agent's config as its training saved (or, before configs were saved, logged) it;
+    the asset Config's defaults when neither is there."""
+    fam = families.family(family)
+    logged = saved_agent_config(checkpoint) if checkpoint else None
+    if logged is None and run_id:
+        logged = training_params(mlflow, run_id, fam.logged_params)
     if not logged:
-        config = DQNTrainingConfig() if family == "dqn" else PPOTrainingConfig()
-        return agent_candidate(name, family, agent_config(family, config, device), observed)
-    cls = agents.DQNConfig if family == "dqn" else agents.PPOConfig
+        return agent_config(family, AGENT_CONFIGS[family](), device)
+    logged = dict(logged)
     if isinstance(logged.get("env"), dict):
         logged["env"] = EnvConfig(**logged["env"])
-    return agent_candidate(name, family, cls.from_dict({**logged, "device": device}), observed)
+    return fam.config_class().from_dict({**logged, "device": device})
 
 
-def ensemble_logged(storage: FoxhuntStorage, mlflow: MLflowResource, checkpoint: Path) -> dict:
+def ensemble_members(storage: FoxhuntStorage, mlflow: MLflowResource, checkpoint: Path) -> dict:
     """What the ensemble's walk-forward retrains per fold: the current member forecasters with
     their training configs (logged ones only for checkpoints that carry none), and whether
     the climatology is a member (its weights)."""
     meta = read_checkpoint_meta(checkpoint)
     weights = dict(meta.get("extra", meta).get("weights") or {})
     members = {}
-    for family in ENSEMBLE_MEMBERS:
-        if weights and family not in weights:
+    for member in families.family("ensemble").members:
+        if weights and member not in weights:
             continue
         try:
-            pointer, ckpt, _ = storage.current_model(family)
+            pointer, ckpt, _ = storage.current_model(member)
         except FileNotFoundError:
             continue
-        members[family] = {"checkpoint": str(ckpt),
-                           "train": _logged_unless_saved(mlflow, pointer["mlflow_run_id"], ckpt)}
+        logged = families.family(member).logged_params
+        train = (None if saved_train_config(ckpt) is not None or not logged else
+                 logged_train_config(member, training_params(mlflow, pointer["mlflow_run_id"],
+                                                             logged)))
+        members[member] = (str(ckpt), train)
     return {"members": members, "include_climatology": "climatology" in weights}
 
 
-def logged_config(family: str, storage: FoxhuntStorage, mlflow: MLflowResource, run_id: str,
-                  checkpoint: Path) -> dict:
-    """The configuration a family's walk-forward retrains per fold, as its training logged it."""
-    if family == "ensemble":
-        return ensemble_logged(storage, mlflow, checkpoint)
-    if family in FORECASTERS:
-        return _logged_unless_saved(mlflow, run_id, checkpoint)
-    saved = saved_agent_config(checkpoint)  # a policy saved before configs were kept: MLflow's
-    return saved if saved is not None else training_params(mlflow, run_id, "agent")
-
-
-def _logged_unless_saved(mlflow: MLflowResource, run_id: str, checkpoint: Path) -> dict:
-    """A forecaster's logged training parameters, read only when its checkpoint carries no
-    training config of its own (the checkpoint's is the one retrained with)."""
-    if saved_train_config(checkpoint) is not None:
-        return {}
-    return training_params(mlflow, run_id, "train")
-
-
-def n_compared(config: EvaluationConfig) -> int:
+def n_compared() -> int:
     """Models and baselines that make skill claims on one protocol (the Bonferroni count)."""
-    return len(FAMILIES) + len(baseline_candidates(config))
+    return len(families.ALL) + len(baseline_candidates())
 
 
 def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConfig, device: str,
-                     log=None, logged: dict | None = None, scored: Callable[[str], set] | None = None,
+                     log=None, settings=None, scored: Callable[[str], set] | None = None,
                      cache_dir: Path | None = None):
     """Walk-forward of one family next to every baseline (used by the evaluation assets and
     by the leaderboard when it re-scores a champion on a newer protocol). ``scored(protocol)``
     names the baselines already in model_evaluations under that protocol: they are not
-    scored again (they are deterministic; LightGBM is the costly one). ``cache_dir`` keeps
-    the forecasters' fold models for the ensemble's walk-forward."""
+    scored again (they are deterministic). ``cache_dir`` keeps the forecasters' fold models
+    for the ensemble's and the agents' walk-forwards."""
 
     def on_fold(fold, fold_data) -> None:
         if log is not None:
@@ -316,21 +263,44 @@ def run_walk_forward(family: str, checkpoint: Path, data, config: EvaluationConf
 
     try:
         pool = row_pool(data, trade_dates)
-        baselines = baseline_candidates(config)
+        baselines = baseline_candidates()
         if scored is not None:
             done = scored(protocol_id_for(pool, walk_forward_config(config),
-                                          n_compared=n_compared(config),
+                                          n_compared=n_compared(),
                                           cost_multiplier=config.cost_multiplier,
                                           bootstrap=config.bootstrap,
                                           threshold_k=config.threshold_k))
             baselines = [b for b in baselines if b.name not in done]
-        candidates = [family_candidate(family, checkpoint, device, logged, cache_dir), *baselines]
+        candidates = [production_candidate(family, checkpoint, settings, device=device,
+                                           cache_dir=cache_dir), *baselines]
         return walk_forward(pool, candidates, walk_forward_config(config),
-                            n_compared=n_compared(config), cost_multiplier=config.cost_multiplier,
+                            n_compared=n_compared(), cost_multiplier=config.cost_multiplier,
                             threshold_k=config.threshold_k, bootstrap=config.bootstrap,
                             seed=config.seed, on_fold=on_fold)
     except WalkForwardError as e:
         raise dg.Failure(f"{family} walk-forward evaluation: {e}") from e
+
+
+def bars_frame(result, version: str) -> pl.DataFrame:
+    """Every candidate's pooled walk-forward test bars: the family's named with ``version``
+    (``models.evaluation.promotion.candidate_key``), the baselines by name."""
+    frames = []
+    for name, cand in result.candidates.items():
+        b = cand.bars
+        frames.append(pl.DataFrame({
+            "model": name, "version": "" if name.startswith("baseline:") else str(version),
+            "root": np.asarray(b.root, str), "ts_event": np.asarray(b.ts, np.int64),
+            "position": np.asarray(b.positions, np.float64),
+            "pnl": np.asarray(b.pnl, np.float64)}))
+    return pl.concat(frames).with_columns(
+        pl.col("ts_event").cast(pl.Datetime("ns", "UTC")),
+        pl.lit(result.protocol_id).alias("protocol_id"),
+        pl.lit(float(result.protocol["bars_per_year"])).alias("bars_per_year"))
+
+
+def store_bars(storage: FoxhuntStorage, result, version: str, part: str) -> None:
+    """Append the result's bars under its protocol (``BARS_TABLE/<protocol_id>/``)."""
+    storage.write_part(f"{BARS_TABLE}/{result.protocol_id}", part, bars_frame(result, version))
 
 
 def scored_baselines(storage: FoxhuntStorage, protocol_id: str) -> set[str]:
@@ -388,11 +358,13 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     report = _production_report(family, pointer, data, config, out_dir, device)
     # the skill claim: walk-forward, one fresh model per fold
     checkpoint = Path(pointer["checkpoint"])
+    name = families.family(family).registered_name
     result = run_walk_forward(family, checkpoint, data, config, device, context.log.info,
-                              logged_config(family, storage, mlflow, pointer["mlflow_run_id"],
-                                            checkpoint),
+                              production_settings(family, storage, mlflow,
+                                                  pointer["mlflow_run_id"], checkpoint, device),
                               scored=lambda protocol: scored_baselines(storage, protocol),
                               cache_dir=storage.scratch / "cache" / "fold_models")
+    store_bars(storage, result, pointer["version"], f"{family}-{context.run.run_id}")
     said = report_warnings(context, fold_warnings(result.folds, data.meta["roots"]))  # holes in folds
     figures = {**report.plots, "walk_forward_equity": walk_forward_chart(family, result, out_dir)}
     running = {k: v for k, v in report.metrics.items()
@@ -401,9 +373,9 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
     rows = evaluation_rows(family, pointer["version"], "fp32", result, context.run.run_id,
                            datetime.now(UTC), extra=running,
                            equals=composition_equals(family, checkpoint))
-    equals = result.candidates[f"foxhunt-{family}"].equals or composition_equals(family, checkpoint)
+    equals = result.candidates[name].equals or composition_equals(family, checkpoint)
     storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-{context.run.run_id}")
-    pooled = {**result.candidates[f"foxhunt-{family}"].pooled, **running}
+    pooled = {**result.candidates[name].pooled, **running}
     _log_to_run(TrackedRun(mlflow.client(), pointer["mlflow_run_id"], mlflow), report, pooled,
                 result.protocol_id, figures)
     storage.store_run_outputs(pointer, run_dir, out_dir)
@@ -421,7 +393,7 @@ def _production_report(family: str, pointer: dict, data, config: EvaluationConfi
     plots and running cost."""
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
                   latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
-    if family in FORECASTERS:
+    if families.family(family).kind == "forecaster":
         return _evaluate_forecaster(family, pointer, data, config, kwargs)
     return _evaluate_agent(family, pointer, data, kwargs)
 
@@ -463,7 +435,7 @@ def _evaluate_forecaster(family: str, pointer: dict, data, config: EvaluationCon
     # lazy: models.evaluation.evaluate imports matplotlib (see walk_forward_chart)
     from models.evaluation.evaluate import evaluate_forecaster
 
-    model, meta = load_checkpoint(pointer["checkpoint"], device=kwargs["device"])
+    model, meta = families.family(family).load(pointer["checkpoint"], device=kwargs["device"])
     extra = meta.get("extra", meta)
     features = {k: extra.get(f"{k}_names", []) for k in ("observed", "known", "static")}
     return evaluate_forecaster(
@@ -509,12 +481,11 @@ def evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
         code_version=code_version_of("models.evaluation.evaluate", "models.evaluation.backtest",
                                      "models.evaluation.metrics", "models.evaluation.walk_forward",
                                      "models.evaluation.candidates", "models.evaluation.skill",
-                                     "models.evaluation.family_candidates",
-                                     "models.evaluation.lightgbm_baseline"),
+                                     "models.evaluation.family_candidates"),
         automation_condition=EAGER_AFTER_CHECKS,
         description=f"Walk-forward evaluation of {upstream}'s configuration: one fresh model per "
         "fold, scored with costs and next-bar fills on the same folds and bars as the flat / "
-        "buy-and-hold / momentum / climatology / LightGBM baselines; per-fold and pooled metrics "
+        "buy-and-hold / momentum / climatology baselines; per-fold and pooled metrics "
         "(Sharpe, IC, trades) with Bonferroni-adjusted block-bootstrap CIs, and the production "
         "model's plots and running cost.",
     )
@@ -527,6 +498,7 @@ def evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
 
 tft_evaluation = evaluation_asset("tft", "tft_model")
 mamba2_evaluation = evaluation_asset("mamba2", "mamba2_model")
+lightgbm_evaluation = evaluation_asset("lightgbm", "lightgbm_model")
 # the agents' walk-forward retrains the forecasters they observe per fold: after those
 # forecasters' own evaluations, it finds their fold models in the cache
 dqn_evaluation = evaluation_asset("dqn", "dqn_agent", after=("tft_evaluation", "mamba2_evaluation"))

@@ -15,11 +15,11 @@ from assets.common import (
     passed_validation,
     report_warnings,
 )
-from assets.config_fields import sized
+from assets.config_fields import delegated, sized
 from assets.ingestion import continuous_bars, partition_dates, trade_dates, window_dates
 from foxhunt_pipeline.features import FeatureConfig, by_date, dataset_dates
 from foxhunt_pipeline.features.coverage import dataset_warnings
-from foxhunt_pipeline.features.dataset import DatasetConfig as BuildConfig
+from foxhunt_pipeline.features.dataset import DatasetConfig
 from foxhunt_pipeline.features.finite import describe
 from foxhunt_pipeline.features.schema import validate_features
 from foxhunt_pipeline.storage import dataset_store, object_store
@@ -38,13 +38,21 @@ class FeaturesConfig(dg.Config):
     min_rows_policy: str = "error"
 
 
-class DatasetConfig(dg.Config):
-    train_fraction: float = 0.7
-    validation_fraction: float = 0.15
-    lookback: int = 60
-    horizon: int = 5
-    cost_ticks: float = 1.0
-    fee_per_contract: float = 1.0
+class TrainingDatasetConfig(dg.Config):
+    """``training_dataset``'s run config: the library's ``DatasetConfig`` (defaults defined
+    there, once) as flat fields, and which stored trade dates it spans."""
+
+    train_fraction: float = Field(DatasetConfig().fractions[0],
+                                  description="Share of the trade dates for training.")
+    validation_fraction: float = Field(DatasetConfig().fractions[1],
+                                       description="Share for validation (early stopping); "
+                                       "the test split is the rest.")
+    lookback: int = delegated(DatasetConfig, "lookback", "History bars per window.")
+    horizon: int = delegated(DatasetConfig, "horizon", "Forecast horizons (bars).")
+    cost_ticks: float = delegated(DatasetConfig, "cost_ticks", "One-way cost of a position "
+                                  "change in ticks (half spread + slippage).")
+    fee_per_contract: float = delegated(DatasetConfig, "fee_per_contract", "Exchange + broker "
+                                        "fee per contract per side, in currency.")
     start_date: str = Field("", description="First trade date (YYYY-MM-DD); empty: the first stored.")
     end_date: str = Field("", description="Last trade date (YYYY-MM-DD); empty: the last stored.")
     last_days: int = sized("training_dataset", "last_days", 0,
@@ -151,7 +159,8 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     "block per trade date (a new date adds its block); readers get one matrix per split plus "
     "window start indices.",
 )
-def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, storage: FoxhuntStorage):
+def training_dataset(context: dg.AssetExecutionContext, config: TrainingDatasetConfig,
+                     storage: FoxhuntStorage):
     root = storage.warehouse_root
     first, last = config.window(stored.stored_dates(root, "features"))
     context.log.info(f"training_dataset over trade dates {first} .. {last}")
@@ -180,11 +189,11 @@ def training_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, s
     )
 
 
-def _build_config(config: DatasetConfig) -> BuildConfig:
+def _build_config(config: TrainingDatasetConfig) -> DatasetConfig:
     """The library's dataset config for the asset's: the test split is what the train and
     validation fractions leave."""
     test_fraction = 1.0 - config.train_fraction - config.validation_fraction
-    return BuildConfig(
+    return DatasetConfig(
         fractions=(config.train_fraction, config.validation_fraction, test_fraction),
         lookback=config.lookback, horizon=config.horizon, cost_ticks=config.cost_ticks,
         fee_per_contract=config.fee_per_contract,

@@ -1,5 +1,7 @@
 """The leaderboard: every model and baseline side by side on one walk-forward protocol;
-champion / challenger promotion through the MLflow registry alias ``champion``."""
+champion / challenger promotion through the MLflow registry alias ``champion`` by the paired
+rule of ``models.evaluation.promotion`` (paired Sharpe tests on the same test bars and the
+Model Confidence Set)."""
 
 import json
 import tempfile
@@ -15,25 +17,41 @@ from mlflow.exceptions import MlflowException
 from assets.common import OWNERS, code_version_of
 from assets.ensemble import ensemble_evaluation
 from assets.evaluation import (
+    BARS_TABLE,
     EVALUATIONS_TABLE,
     EvaluationConfig,
+    baseline_candidates,
     dqn_evaluation,
     evaluation_rows,
-    logged_config,
+    lightgbm_evaluation,
     mamba2_evaluation,
     ppo_evaluation,
+    production_settings,
     run_walk_forward,
+    store_bars,
     tft_evaluation,
 )
 from assets.training import load_dataset
-from foxhunt_pipeline.storage import model_store
 from foxhunt_pipeline.synthetic.oracle_reference import oracle_reference
+from models import families
 from models.evaluation.leaderboard import (
-    Decision,
     champion_on_protocol,
-    choose_champions,
     leaderboard_markdown,
     rows_on_protocol,
+)
+from models.evaluation.paired import (
+    Bars,
+    PairedComparison,
+    PairedComparisonError,
+    aligned_pnl,
+    compare,
+    family_wise_level,
+)
+from models.evaluation.promotion import (
+    Decision,
+    candidate_key,
+    decide_scopes,
+    n_paired_tests,
     verdict,
 )
 from resources.mlflow_tracking import MLflowResource
@@ -44,14 +62,13 @@ OVERALL_TAG = "foxhunt.overall_champion"
 
 
 class LeaderboardConfig(dg.Config):
-    """Promotion rule: ``metric`` (any column of model_evaluations), its direction, and the
-    challenger's value that must beat the champion and the baselines (default: its Sharpe CI
-    lower bound, at the Bonferroni-adjusted level of the protocol)."""
+    """The promotion rule's parameters (``models.evaluation.promotion``): the family-wise
+    error of the paired tests, the bootstrap, and whether a champion without a row on the
+    protocol is re-scored."""
 
-    metric: str = "sharpe"
-    higher_is_better: bool = True
-    challenger_key: str = "sharpe_ci_low"
-    min_improvement: float = 0.0
+    alpha: float = 0.05  # family-wise error over every paired test of the table
+    resamples: int = 1000  # stationary-bootstrap resamples of the paired tests and the MCS
+    seed: int = 0
     rescore_champions: bool = True  # re-score a champion that has no row on the protocol
 
 
@@ -83,19 +100,26 @@ def _oracle_sharpe(oracle: dict | None) -> dg.MetadataValue:
     return dg.MetadataValue.float(float(v)) if v is not None else dg.MetadataValue.text("-")
 
 
-def champion_refs(mlflow: MLflowResource, families: list[str],
+def _no_such_alias(e: MlflowException) -> bool:
+    """What MLflow answers for a registered model without the alias, or without versions."""
+    return e.error_code == "RESOURCE_DOES_NOT_EXIST" or "not found" in str(e.message).lower()
+
+
+def champion_refs(mlflow: MLflowResource, names: list[str],
                   log: Callable[[str], None] | None = None) -> tuple[dict[str, dict], str | None]:
     """Per family the version holding the alias ``champion`` (absent: none), and the family
-    tagged overall champion. ``log`` hears why a lookup failed (by default Dagster's logger)."""
+    tagged overall champion. A family without a champion is the normal state of a new home:
+    the leaderboard says so once; ``log`` hears only lookups that failed otherwise."""
     log = log or dg.get_dagster_logger().warning
     client = mlflow.client()
     refs, overall = {}, None
-    for family in families:
-        name = model_store.REGISTERED_NAMES[family]
+    for family in names:
+        name = families.family(family).registered_name
         try:
             mv = client.get_model_version_by_alias(name, CHAMPION_ALIAS)
         except MlflowException as e:  # no alias (or no registered model) yet: no champion
-            log(f"{name}: no {CHAMPION_ALIAS} ({e.error_code}: {e.message})")
+            if not _no_such_alias(e):
+                log(f"{name}: its {CHAMPION_ALIAS} could not be read ({e.error_code}: {e.message})")
             continue
         refs[family] = {"family": family, "model": name, "version": str(mv.version),
                         "run_id": mv.run_id}
@@ -117,29 +141,34 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
         ckpt = Path(download_artifacts(run_id=champion["run_id"], artifact_path="checkpoint",
                                        dst_path=tmp, tracking_uri=mlflow.resolved_uri()))
         # an ensemble champion is retrained from today's member forecasters' configurations
+        settings = production_settings(family, storage, mlflow, champion["run_id"], ckpt, "cpu")
         result = run_walk_forward(family, ckpt, load_dataset(storage), config, "cpu",
-                                  context.log.info,
-                                  logged_config(family, storage, mlflow, champion["run_id"], ckpt))
+                                  context.log.info, settings)
     rows = evaluation_rows(family, champion["version"], "fp32", result, context.run.run_id,
                            datetime.now(UTC))
-    storage.append_rows(EVALUATIONS_TABLE, rows, f"{family}-rescore-{context.run.run_id}")
+    part = f"{family}-rescore-{context.run.run_id}"
+    storage.append_rows(EVALUATIONS_TABLE, rows, part)
+    store_bars(storage, result, champion["version"], part)
     return [_row(r) for r in rows.iter_rows(named=True)]
 
 
 @dg.asset(
-    deps=[tft_evaluation, mamba2_evaluation, dqn_evaluation, ppo_evaluation, ensemble_evaluation],
+    deps=[tft_evaluation, mamba2_evaluation, lightgbm_evaluation, dqn_evaluation,
+          ppo_evaluation, ensemble_evaluation],
     group_name="evaluation",
     kinds={"duckdb", "mlflow"},
     owners=OWNERS,
-    code_version=code_version_of("models.evaluation.leaderboard",
+    code_version=code_version_of("models.evaluation.leaderboard", "models.evaluation.promotion",
+                                 "models.evaluation.paired",
                                  "foxhunt_pipeline.synthetic.oracle_reference"),
     automation_condition=dg.AutomationCondition.eager(),
     description="All models and baselines side by side on one walk-forward protocol (same "
-    "folds, data and costs); sets the MLflow alias `champion` per family and overall only when "
-    "the challenger's Sharpe CI lower bound beats the current champion (re-scored on this "
-    "protocol when needed) and every baseline, LightGBM included, and says why not otherwise. "
-    "On generated data the row `oracle` (the generator's oracle over the same test dates) is "
-    "shown as a reference, never compared.",
+    "folds, bars and costs), compared paired on the same test bars: each model's Sharpe "
+    "difference to every naive baseline and to the champion with block-bootstrap CIs, and a "
+    "Model Confidence Set. Sets the MLflow alias `champion` per family and overall when a "
+    "challenger beats every baseline, is in the MCS and beats the champion (re-scored on this "
+    "protocol when needed); says which test decided. On generated data the row `oracle` (the "
+    "generator's oracle over the same test dates) is shown as a reference, never compared.",
 )
 def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConfig,
                       storage: FoxhuntStorage, mlflow: MLflowResource) -> dg.MaterializeResult:
@@ -149,37 +178,125 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
         raise dg.Failure(f"no walk-forward model evaluations in "
                          f"{storage.evaluations_location(EVALUATIONS_TABLE)}: materialize the "
                          "evaluations first")
-    families = sorted({r["family"] for r in rows})
-    refs, overall_family = champion_refs(mlflow, families, context.log.warning)
+    present = sorted({r["family"] for r in rows})
+    refs, overall_family = champion_refs(mlflow, present, context.log.warning)
     champions, refused, notes = _current_champions(context, storage, mlflow, config, refs,
                                                    evaluations, protocol)
     if overall_family is not None:
         champions["overall"] = champions.get(overall_family)
         if overall_family in refused:
             refused["overall"] = refused[overall_family]
-    decisions = choose_champions(
-        rows, config.metric, config.higher_is_better, champions, baselines,
-        min_improvement=config.min_improvement, challenger_key=config.challenger_key or None,
-        refused=refused,
-    )
-    lines = _promote(context, mlflow, decisions, refs, overall_family, families)
+    naive = [c.name for c in baseline_candidates()]
+    comparison, why_not = _comparison(storage, protocol, rows, champions, naive, config)
+    if comparison is None:
+        decisions = {s: Decision(False, None, why_not, s, "bars") for s in [*present, "overall"]}
+    else:
+        decisions = decide_scopes(rows, comparison, [b for b in naive if b in comparison.names],
+                                  champions, refused)
+    lines = _promote(context, mlflow, decisions, refs, overall_family, present)
     compared = rows + list(baselines.values())
+    _paired_cells(compared, comparison, champions.get("overall"), naive)
     oracle, oracle_line = oracle_reference(storage.landing_root, compared)
-    text = _leaderboard_text(config, protocol, rows, compared, oracle, oracle_line, lines + notes,
-                             elsewhere)
+    headline = _headline(decisions.get("overall"), champions.get("overall"))
+    text = _leaderboard_text(protocol, rows, compared, comparison, oracle, oracle_line,
+                             [headline, "", *lines, *notes], elsewhere)
     out = storage.warehouse_root / "model_leaderboard" / "leaderboard.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
+    overall = decisions.get("overall")
     return dg.MaterializeResult(
         metadata={
             "leaderboard": dg.MetadataValue.md(text),
             "protocol_id": protocol,
             "promoted": ", ".join(s for s, d in decisions.items() if d.promote) or "none",
+            "champion": _champion_label(overall, champions.get("overall")),
+            "mcs": ", ".join(sorted(comparison.mcs_included)) if comparison else "-",
             "models": dg.MetadataValue.int(len(rows)),
             "oracle_sharpe": _oracle_sharpe(oracle),
             "path": dg.MetadataValue.path(str(out)),
         }
     )
+
+
+def _headline(decision: Decision | None, champion: dict | None) -> str:
+    """One line on the overall champion after this run, and how to use it (or why none)."""
+    if decision is not None and decision.promote and decision.winner is not None:
+        w = decision.winner
+    elif champion:
+        w = champion
+    else:
+        why = decision.reason if decision is not None else "no decision"
+        return f"**No overall champion yet**: {why}."
+    name = families.family(w["family"]).registered_name
+    return (f"**Overall champion: {name} v{w['version']}**. Forecast with it: "
+            f"`foxhunt predict models:/{name}@champion --root <ROOT>`.")
+
+
+def _champion_label(decision: Decision | None, champion: dict | None) -> str:
+    """The overall champion after this run: the promoted one, else the one that holds."""
+    if decision is not None and decision.promote and decision.winner is not None:
+        return candidate_key(decision.winner)
+    return candidate_key(champion) if champion else "none yet"
+
+
+def protocol_bars(storage: FoxhuntStorage, protocol: str) -> tuple[dict[str, Bars], float]:
+    """Every candidate's stored test bars on ``protocol`` by ``candidate_key`` (a version
+    scored twice keeps one copy of each bar), and the bars per year they annualise with."""
+    frame = storage.read_parts(f"{BARS_TABLE}/{protocol}")
+    if frame.is_empty():
+        return {}, float("nan")
+    frame = frame.unique(["model", "version", "root", "ts_event"], keep="last",
+                         maintain_order=True)
+    out = {}
+    for (model, version), part in frame.group_by(["model", "version"], maintain_order=True):
+        key = candidate_key({"model": model, "version": version})
+        out[key] = Bars(part["root"].to_numpy(), part["ts_event"].dt.epoch("ns").to_numpy(),
+                        part["pnl"].to_numpy())
+    return out, float(frame["bars_per_year"][0])
+
+
+def _comparison(storage: FoxhuntStorage, protocol: str, rows: list[dict],
+                champions: dict[str, dict | None], naive: list[str], config: LeaderboardConfig
+                ) -> tuple[PairedComparison | None, str]:
+    """The paired comparison of the rows, their champions and the naive baselines on the
+    protocol's test bars; ``(None, why)`` when the bars are not there."""
+    bars, bars_per_year = protocol_bars(storage, protocol)
+    wanted = [candidate_key(r) for r in rows]
+    wanted += [candidate_key(c) for c in champions.values() if c is not None]
+    wanted += [b for b in naive if b in bars]
+    missing = sorted({k for k in wanted if k not in bars})
+    if not bars or len(missing) == len(set(wanted)):
+        return None, (f"no test bars stored for protocol {protocol} (evaluated before paired "
+                      "comparisons): re-materialize the evaluations")
+    try:
+        pnl = aligned_pnl({k: bars[k] for k in dict.fromkeys(wanted) if k in bars})
+    except PairedComparisonError as e:
+        return None, f"paired comparison refused: {e}"
+    level = family_wise_level(n_paired_tests(len(rows), len([b for b in naive if b in bars])),
+                              config.alpha)
+    return compare(pnl, bars_per_year, level=level, resamples=config.resamples,
+                   seed=config.seed), ""
+
+
+def _paired_cells(rows: list[dict], comparison: PairedComparison | None,
+                  champion: dict | None, naive: list[str]) -> None:
+    """Per row, its paired Sharpe difference to the champion and to the best naive baseline
+    (with CIs) and its MCS membership, as the table's text cells."""
+    if comparison is None:
+        return
+    present = [b for b in naive if b in comparison.names]
+    best = max(present, key=lambda b: comparison.sharpe[b]) if present else None
+    champ = candidate_key(champion) if champion else None
+    for r in rows:
+        key = candidate_key(r)
+        if key not in comparison.names:
+            continue
+        r["mcs"] = "yes" if comparison.in_mcs(key) else (
+            f"no (p {comparison.mcs_pvalues.get(key, float('nan')):.2g})")
+        if champ in comparison.names and key != champ:
+            r["vs_champion"] = comparison.diff(key, champ).describe()
+        if best is not None and key != best:
+            r["vs_best_baseline"] = comparison.diff(key, best).describe()
 
 
 def _current_champions(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
@@ -209,38 +326,50 @@ def _current_champions(context: dg.AssetExecutionContext, storage: FoxhuntStorag
 
 def _promote(context: dg.AssetExecutionContext, mlflow: MLflowResource,
              decisions: dict[str, Decision], refs: dict[str, dict], overall_family: str | None,
-             families: list[str]) -> list[str]:
-    """Move the ``champion`` alias (and the overall tag) as decided; one line per decision."""
+             present: list[str]) -> list[str]:
+    """Move the ``champion`` alias (and the overall tag) as decided; one line per decision
+    naming the test that decided it."""
     client = mlflow.client()
     lines = []
     for scope, d in sorted(decisions.items()):
         has = (overall_family is not None) if scope == "overall" else scope in refs
-        lines.append(f"- **{scope}**: {verdict(d, has)}: {d.reason}")
+        lines.append(f"- **{scope}**: {verdict(d, has)} ({d.test or '-'}): {d.reason}")
         if not d.promote or d.winner is None:
             continue
         family = d.winner["family"]
-        name = model_store.REGISTERED_NAMES[family]
+        name = families.family(family).registered_name
         if scope == "overall":
-            for other in families:
-                client.set_registered_model_tag(model_store.REGISTERED_NAMES[other], OVERALL_TAG,
+            for other in present:
+                client.set_registered_model_tag(families.family(other).registered_name,
+                                                OVERALL_TAG,
                                                 "true" if other == family else "false")
         client.set_registered_model_alias(name, CHAMPION_ALIAS, str(d.winner["version"]))
         context.log.info(f"{scope}: {name} v{d.winner['version']} is now {CHAMPION_ALIAS}")
     return lines
 
 
-def _leaderboard_text(config: LeaderboardConfig, protocol: str, rows: list[dict],
-                      compared: list[dict], oracle: dict | None, oracle_line: str,
+PAIRED_COLUMNS = ("vs_champion", "vs_best_baseline", "mcs")
+
+
+def _leaderboard_text(protocol: str, rows: list[dict], compared: list[dict],
+                      comparison: PairedComparison | None, oracle: dict | None, oracle_line: str,
                       decision_lines: list[str], elsewhere: list[dict]) -> str:
     """The leaderboard as markdown: the table, the oracle line, the decisions and the rows
     evaluated on another protocol."""
-    table = leaderboard_markdown(compared, config.metric, config.higher_is_better,
-                                 references=[oracle] if oracle else [])
+    table = leaderboard_markdown(compared, "sharpe", True,
+                                 references=[oracle] if oracle else [],
+                                 text_columns=PAIRED_COLUMNS if comparison else ())
     level = next((r.get("ci_level") for r in rows if r.get("ci_level") is not None), None)
-    head = (f"## Leaderboard (by {config.metric}; promotion on the challenger's "
-            f"{config.challenger_key or config.metric})\n\nProtocol `{protocol}`: pooled over "
-            "the walk-forward test folds; CI bounds at the Bonferroni-adjusted level "
-            f"{'-' if level is None else f'{float(level):.4f}'}; '-' = undefined.")
+    paired = ("" if comparison is None else
+              f" Paired Sharpe differences (vs_champion, vs_best_baseline) over "
+              f"{comparison.n_bars} test bars, stationary bootstrap (block "
+              f"{comparison.block_length:.1f} bars), CIs at the family-wise level "
+              f"{comparison.level:.4f}; mcs: in the 90% Model Confidence Set on per-bar "
+              "losses (-P&L).")
+    head = ("## Leaderboard (by Sharpe; promotion by the paired rule)\n\n"
+            f"Protocol `{protocol}`: pooled over the walk-forward test folds; sharpe_ci_low at "
+            f"the Bonferroni-adjusted level {'-' if level is None else f'{float(level):.4f}'}; "
+            f"'-' = undefined.{paired}")
     text = (f"{head}\n\n{table}\n\n{oracle_line}\n\n### Champion decisions\n\n"
             + "\n".join(decision_lines))
     if elsewhere:

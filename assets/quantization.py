@@ -10,9 +10,9 @@ import polars as pl
 
 from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
-from assets.evaluation import FORECASTERS
 from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline.storage import model_store
+from models import families
 from models.agents.policy import load_policy
 from models.quantization import DEFAULT_TOLERANCE, Tolerance
 from models.quantization.report import quantize_agent, quantize_forecaster
@@ -42,7 +42,7 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
         max_sharpe_drop=DEFAULT_TOLERANCE.max_sharpe_drop, max_slowdown=DEFAULT_TOLERANCE.max_slowdown,
         latency_budget_ms=DEFAULT_TOLERANCE.latency_budget_ms,
     )
-    if family in FORECASTERS:
+    if families.family(family).kind == "forecaster":
         model, _ = load_checkpoint(pointer["checkpoint"])
         report = quantize_forecaster(model, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
                                      precisions=config.precisions, max_windows=config.max_windows)

@@ -22,6 +22,7 @@ from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import dataset_store, model_store
+from models import families
 from models.mamba2.model import Mamba2Config
 from models.registry import seeded_model
 from models.tft.model import TFTConfig
@@ -99,6 +100,9 @@ class Mamba2TrainingConfig(_training_fields("mamba2_model")):
 
 
 ForecasterTrainingConfig = TFTTrainingConfig | Mamba2TrainingConfig
+#: the training asset's Config of each torch forecaster family
+FORECASTER_CONFIGS: dict[str, type[dg.Config]] = {"tft": TFTTrainingConfig,
+                                                   "mamba2": Mamba2TrainingConfig}
 #: a family's own interpretability after training: (run, checkpoint, data, out_dir) -> metadata
 Interpretation = Callable[[TrackedRun, Path, TrainingData, Path], dict]
 
@@ -111,6 +115,13 @@ def train_config(config: ForecasterTrainingConfig, **overrides) -> TrainConfig:
                   patience=config.patience, seed=config.seed,
                   max_batches_per_epoch=config.max_batches_per_epoch or None)
     return TrainConfig(**{**fields, **overrides})
+
+
+def logged_train_config(family: str, logged: dict) -> TrainConfig:
+    """The ``TrainConfig`` of a training whose asset Config was logged as ``logged`` (the
+    active profile's defaults for what it did not log)."""
+    cls = FORECASTER_CONFIGS[family]
+    return train_config(cls(**{k: v for k, v in logged.items() if k in cls.model_fields}))
 
 
 def _dataset_path(storage: FoxhuntStorage) -> Path:
@@ -171,7 +182,7 @@ def train_forecaster_asset(
     choice = torch_device.choose()
     model_config = model_config_for(family, data, model_params)
     train_cfg = train_config(config)
-    registered = model_store.REGISTERED_NAMES[family]
+    registered = families.family(family).registered_name
     run_dir = new_run_dir(storage, family, context.run.run_id)
     profile = current_settings().profile
     fit = _Fit(family, model_params, model_config, train_cfg, config.nproc_per_node, choice)

@@ -10,29 +10,23 @@ from pathlib import Path
 import dagster as dg
 import optuna
 
-from assets.agents import DQNTrainingConfig, PPOTrainingConfig, current_forecasters
+from assets.agents import AGENT_CONFIGS, current_forecasters
 from assets.common import OWNERS, code_version_of
 from assets.config_fields import sized
 from assets.metadata_images import pngs_md
-from assets.training import (
-    GPU_POOL,
-    Mamba2TrainingConfig,
-    TFTTrainingConfig,
-    load_dataset,
-    train_config,
-)
+from assets.training import FORECASTER_CONFIGS, GPU_POOL, load_dataset, train_config
 from foxhunt_pipeline.config import deploy_profile
+from models import families
 from models.agents.trading_env import EnvConfig
 from models.training.loop import TrainingDivergedError
 from models.tuning import objective
-from models.tuning.spaces import FORECASTERS, MODEL_FIELDS, suggest
+from models.tuning.spaces import MODEL_FIELDS, suggest
 from models.tuning.study import new_study_name, open_study, redact, save_plots, summary
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-TRAINING_CONFIGS = {"tft": TFTTrainingConfig, "mamba2": Mamba2TrainingConfig,
-                    "dqn": DQNTrainingConfig, "ppo": PPOTrainingConfig}
+TRAINING_CONFIGS = {**FORECASTER_CONFIGS, **AGENT_CONFIGS}
 
 
 class TuningConfig(dg.Config):
@@ -55,7 +49,7 @@ def _objective(family: str, config: TuningConfig, data, choice, observed=None):
     """``(trial, on_point) -> value`` for the family, on the validation split; an agent's
     trials observe ``observed`` (the current forecasters and their training configs)."""
     base = TRAINING_CONFIGS[family]()
-    if family in FORECASTERS:
+    if families.family(family).kind == "forecaster":
         base_model = {k: getattr(base, k) for k in MODEL_FIELDS[family]}
         base_model.update({k: getattr(base, k) for k in ("d_state", "chunk_size") if hasattr(base, k)})
         train = train_config(base, epochs=config.epochs, max_batches_per_epoch=(
@@ -94,7 +88,7 @@ def tune_asset(context: dg.AssetExecutionContext, family: str, config: TuningCon
                        attrs={"feature_hash": data.meta["feature_hash"],
                               "dagster_run_id": context.run.run_id})
     observed = None
-    if family in ("dqn", "ppo"):
+    if families.family(family).kind == "agent":
         models, train_configs, _ = current_forecasters(storage, data, choice.device, context.log)
         observed = (models, train_configs)
     run_trial, step_key = _objective(family, config, data, choice, observed)

@@ -181,7 +181,7 @@ def pf_curve(data: TrainingData, epochs: int, lr: float, weight_decay: float
 def references(data: TrainingData) -> dict[str, dict[str, float]]:
     from foxhunt_pipeline.config.profiles import PROFILES
     from models.climatology import climatology_quantiles
-    from models.evaluation.lightgbm_baseline import fit_lightgbm_quantiles
+    from models.lightgbm.model import fit_lightgbm_quantiles
 
     q = data.meta["quantiles"]
     y = scaled_targets(data, "test")

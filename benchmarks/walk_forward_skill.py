@@ -1,21 +1,26 @@
-"""Skill where skill exists, none where none does, for every model family (issues 13, 23).
-``generate(days=20, roots=("ES", "ZN"), seed)`` with and without ``random_walk``, through the
-real data path (DBN decode -> continuous -> features -> training dataset), then the
-walk-forward protocol with the demo profile's fold and model sizes (``PROFILES["demo"]``):
-TFT and Mamba-2 retrained per fold, the ensemble of the fold's forecasters (weights refitted
-on the fold's validation split), DQN and PPO observing the fold's own forecasters, beside
-every baseline (LightGBM included); CIs at the evaluation asset's Bonferroni level (the five
-families + the baselines). Fold forecasters are trained once per fold and shared through the
-cache, as the evaluation assets share them.
+"""Skill where skill exists, none where none does, and who would be champion, for every
+model family (issues 13, 23, 37). ``generate(days=20, roots=("ES", "ZN"), seed)`` with and
+without ``random_walk``, through the real data path (DBN decode -> continuous -> features ->
+training dataset), then the walk-forward protocol with the demo profile's fold and model
+sizes (``PROFILES["demo"]``): TFT, Mamba-2 and LightGBM retrained per fold, the ensemble of
+the fold's forecasters (weights refitted on the fold's validation split), DQN and PPO
+observing the fold's own forecasters, beside the naive baselines; CIs at the evaluation
+asset's Bonferroni level. Fold forecasters are trained once per fold and shared through the
+cache, as the evaluation assets share them. Then the leaderboard's paired rule
+(``models.evaluation.promotion``) on the pooled test bars, as on a new home (no champion).
 
     nice python benchmarks/walk_forward_skill.py [--days 20] [--roots ES,ZN]
-        [--seeds 7,8,9] [--families tft,mamba2,ensemble,dqn,ppo] [--no-lightgbm]
+        [--seeds 7,8,9] [--families tft,mamba2,lightgbm,ensemble,dqn,ppo]
+        [--no-random-walk | --only-random-walk]
 
 Prints, per seed and dataset, one row per candidate (pooled over the folds: sharpe,
 sharpe_ci_low, ic, ic_ci_low, pinball, n_trades, the candidate's wall time) and whether it
-shows skill (both lower bounds > 0; agents have no IC, so Sharpe only). No timing is
-asserted; the skill claim is asserted in CI by ``tests/synthetic/test_walk_forward_skill.py``
-at smaller sizes.
+shows skill (both lower bounds > 0; agents have no IC, so Sharpe only); then per family its
+paired Sharpe difference to LightGBM and to the promoted champion with CIs, its MCS
+membership, and the decision; at the end the test dates and retrainings per dataset, the
+CI width reached, and the promotions per seed (on a random walk the target is none). No
+timing is asserted; the skill claim is asserted in CI by
+``tests/synthetic/test_walk_forward_skill.py`` at smaller sizes.
 """
 
 from __future__ import annotations
@@ -31,8 +36,7 @@ from pathlib import Path
 import torch
 
 from foxhunt_pipeline.config.profiles import PROFILES
-from foxhunt_pipeline.storage.model_store import FAMILIES as MODEL_FAMILIES
-from models.agents.train import DQNConfig, PPOConfig
+from models import families as registry
 from models.evaluation.candidates import (
     Candidate,
     climatology_candidate,
@@ -45,7 +49,10 @@ from models.evaluation.family_candidates import (
     fold_forecaster,
     forecaster_candidate,
 )
+from models.evaluation.paired import Bars, aligned_pnl, compare, family_wise_level
+from models.evaluation.promotion import decide_scopes, n_paired_tests
 from models.evaluation.walk_forward import RowPool, WalkForwardConfig, walk_forward
+from models.lightgbm import LightGBMConfig
 from models.mamba2.model import Mamba2Config
 from models.registry import dataset_model_config
 from models.tft.model import TFTConfig
@@ -60,9 +67,9 @@ except ModuleNotFoundError:  # run as a script: the repository root is not on th
     from tests.walk_forward_data import generated_pool
 
 MODEL_CONFIGS = {"tft": TFTConfig, "mamba2": Mamba2Config}
-AGENT_CONFIGS = {"dqn": DQNConfig, "ppo": PPOConfig}
-FAMILIES = ("tft", "mamba2", "ensemble", "dqn", "ppo")
-N_FAMILIES = len(MODEL_FAMILIES)  # every registered family makes skill claims on the protocol
+FAMILIES = ("tft", "mamba2", "lightgbm", "ensemble", "dqn", "ppo")
+N_FAMILIES = len(registry.ALL)  # every registered family makes skill claims on the protocol
+ALPHA = 0.05  # the leaderboard's family-wise error
 #: the Dagster Config name of a TrainConfig field, where they differ
 CONFIG_NAMES = {"learning_rate": "lr"}
 
@@ -103,29 +110,31 @@ def family_candidates(families: list[str], pool: RowPool, profile: str, cache: P
                                  for f, (mc, tc) in setups.items()}
     out = []
     for family in families:
-        name = f"foxhunt-{family}"
+        fam = registry.family(family)
+        name = fam.registered_name
         if family in MODEL_CONFIGS:
             mc, tc = setups[family]
             out.append(forecaster_candidate(name, family, mc, tc, cache_dir=cache))
-        elif family == "ensemble":
+        elif fam.kind == "forecaster" and fam.members:  # the ensemble
             members = {f"foxhunt-{f}": forecaster_candidate(f"foxhunt-{f}", f, *setups[f],
                                                             cache_dir=cache)
                        for f in MODEL_CONFIGS}
             out.append(ensemble_candidate(name, members))
+        elif fam.kind == "forecaster":  # LightGBM at the profile's sizes
+            sizes = PROFILES[profile].get("lightgbm", {})
+            out.append(lightgbm_candidate(LightGBMConfig.from_dict(sizes), name=name))
         else:
-            cls = AGENT_CONFIGS[family]
-            sizes = PROFILES[profile].get(f"{family}_agent", {})
+            cls = fam.config_class()
+            sizes = PROFILES[profile].get(fam.asset, {})
             known = {f.name for f in dataclasses.fields(cls)}
             config = cls(**{k: v for k, v in sizes.items() if k in known}, device="cpu")
-            out.append(agent_candidate(name, family, config, fold))
+            out.append(agent_candidate(name, fam.train_function(), config, fold))
     return out
 
 
-def run(pool: RowPool, families: list[str], lightgbm: bool, profile: str, cache: Path,
+def run(pool: RowPool, families: list[str], profile: str, cache: Path,
         seconds: dict[str, float]):
     baselines = [*trading_baselines((1,)), climatology_candidate()]
-    if lightgbm:
-        baselines.append(lightgbm_candidate(seed=0, **PROFILES[profile].get("lightgbm", {})))
     wf = PROFILES[profile]["walk_forward"]
     bootstrap = int(PROFILES[profile].get("evaluation", {}).get("bootstrap", 1000))
     candidates = [timed(c, seconds)
@@ -157,14 +166,59 @@ def table(result, seconds: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def paired_report(result, alpha: float = ALPHA, resamples: int = 1000) -> tuple[str, dict]:
+    """The leaderboard's rule on the pooled test bars, on a new home (no champion): each
+    family's paired Sharpe difference to LightGBM and to the champion it promotes, the MCS,
+    and the decision; returns the text and the decisions."""
+    fams = {n: c for n, c in result.candidates.items() if not n.startswith("baseline:")}
+    naive = [n for n in result.candidates if n.startswith("baseline:")]
+    rows = [{"model": n, "version": "1", "family": registry.by_registered_name(n).name,
+             "n_trades": c.pooled["n_trades"], "equals": c.equals} for n, c in fams.items()]
+    keys = {n: (f"{n} v1" if n in fams else n) for n in result.candidates}
+    pnl = aligned_pnl({keys[n]: Bars(c.bars.root, c.bars.ts, c.bars.pnl)
+                       for n, c in result.candidates.items()})
+    level = family_wise_level(n_paired_tests(len(rows), len(naive)), alpha)
+    cmp = compare(pnl, float(result.protocol["bars_per_year"]), level=level,
+                  resamples=resamples, seed=0)
+    decisions = decide_scopes(rows, cmp, naive, {})
+    overall = decisions["overall"]
+    champ = keys[overall.winner["model"]] if overall.promote else None
+    lgb = keys.get("foxhunt-lightgbm")
+    head = (f"{'family':18} {'sharpe':>7}  {'vs foxhunt-lightgbm':>24}  {'vs champion':>24}  "
+            f"{'mcs':>9}  decision")
+    lines = [f"paired rule: {cmp.n_bars} bars, block {cmp.block_length:.1f}, level "
+             f"{cmp.level:.4f}; MCS = {', '.join(sorted(cmp.mcs_included))}", head,
+             "-" * len(head)]
+    for r in rows:
+        k = keys[r["model"]]
+        vs_lgb = cmp.diff(k, lgb).describe() if lgb and k != lgb else "-"
+        vs_champ = cmp.diff(k, champ).describe() if champ and k != champ else "-"
+        mcs = "yes" if cmp.in_mcs(k) else f"no {cmp.mcs_pvalues.get(k, math.nan):.2g}"
+        d = decisions[r["family"]]
+        lines.append(f"{r['model']:18} {cmp.sharpe[k]:7.2f}  {vs_lgb:>24}  {vs_champ:>24}  "
+                     f"{mcs:>9}  {'PROMOTED' if d.promote else 'no'} ({d.test})")
+    lines.append(f"overall: {'PROMOTED ' + champ if champ else 'no champion'} ({overall.test}): "
+                 f"{overall.reason}")
+    return "\n".join(lines), decisions
+
+
+def ci_width(result) -> float:
+    """The median width of the families' pooled Sharpe CIs (what more test bars narrow)."""
+    widths = [c.pooled["sharpe_ci_high"] - c.pooled["sharpe_ci_low"]
+              for n, c in result.candidates.items() if not n.startswith("baseline:")
+              and math.isfinite(c.pooled.get("sharpe_ci_high", math.nan))]
+    return float(sorted(widths)[len(widths) // 2]) if widths else math.nan
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--days", type=int, default=20)
     ap.add_argument("--roots", default="ES,ZN")
     ap.add_argument("--seeds", default="7")
     ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--no-lightgbm", action="store_true")
-    ap.add_argument("--no-random-walk", action="store_true")
+    rw = ap.add_mutually_exclusive_group()
+    rw.add_argument("--no-random-walk", action="store_true")
+    rw.add_argument("--only-random-walk", action="store_true")
     ap.add_argument("--profile", default="demo")
     args = ap.parse_args()
     torch.set_num_threads(1)  # a shared box: one thread is the fair, repeatable setting
@@ -173,34 +227,48 @@ def main() -> None:
     print(f"profile {args.profile}: walk_forward {PROFILES[args.profile]['walk_forward']}, "
           + ", ".join(f"{k} {v}" for k, v in PROFILES[args.profile].items()
                       if k.endswith(("_model", "_agent"))))
+    walks = (True,) if args.only_random_walk else (False,) if args.no_random_walk else (False, True)
     total = time.perf_counter()
     summary: dict[tuple[int, bool], dict[str, bool]] = {}
+    promoted: dict[tuple[int, bool], str] = {}
     for seed in (int(s) for s in args.seeds.split(",")):
-        for random_walk in (False,) if args.no_random_walk else (False, True):
+        for random_walk in walks:
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
                 pool = generated_pool(Path(tmp), days=args.days, roots=roots, seed=seed,
                                       random_walk=random_walk)
                 t1 = time.perf_counter()
                 seconds: dict[str, float] = {}
-                result = run(pool, families, not args.no_lightgbm, args.profile,
-                             Path(tmp) / "fold_models", seconds)
+                result = run(pool, families, args.profile, Path(tmp) / "fold_models", seconds)
                 t2 = time.perf_counter()
             first = result.candidates[next(iter(result.candidates))]
+            test_dates = sum(len(f.test_dates) for f in result.folds)
             print(f"\n== seed {seed}, {'random walk' if random_walk else 'latent drift'}: "
-                  f"{pool.rows.n_rows} rows, {len(result.folds)} folds, "
-                  f"{int(first.pooled['n_bars'])} pooled test bars, CI level "
-                  f"{first.pooled['ci_level']:.4f}; data {t1 - t0:.1f} s, walk-forward "
-                  f"{t2 - t1:.1f} s")
+                  f"{pool.rows.n_rows} rows, {len(set(pool.dates))} trade dates, "
+                  f"{len(result.folds)} folds (retrainings per family) testing {test_dates} "
+                  f"trade dates, {int(first.pooled['n_bars'])} pooled test bars, CI level "
+                  f"{first.pooled['ci_level']:.4f}, median Sharpe CI width "
+                  f"{ci_width(result):.1f}; data {t1 - t0:.1f} s, walk-forward {t2 - t1:.1f} s")
             print(table(result, seconds))
+            text, decisions = paired_report(result)
+            print(text)
             summary[(seed, random_walk)] = {n: shows_skill(c.pooled)
                                             for n, c in result.candidates.items()}
+            d = decisions["overall"]
+            promoted[(seed, random_walk)] = d.winner["model"] if d.promote else ""
     print("\n== skill (Sharpe CI low > 0, and IC CI low > 0 for forecasters) per seed")
     names = sorted({n for v in summary.values() for n in v})
-    for (seed, rw), skill in summary.items():
+    for (seed, rw_), skill in summary.items():
         shown = [n for n in names if skill.get(n)]
-        print(f"seed {seed} {'random walk ' if rw else 'latent drift'}: "
+        print(f"seed {seed} {'random walk ' if rw_ else 'latent drift'}: "
               + (", ".join(shown) if shown else "none"))
+    print("\n== promotions by the paired rule (overall champion on a new home)")
+    for (seed, rw_), who in promoted.items():
+        print(f"seed {seed} {'random walk ' if rw_ else 'latent drift'}: {who or 'none'}")
+    for rw_ in sorted({k[1] for k in promoted}):
+        n = sum(bool(v) for k, v in promoted.items() if k[1] == rw_)
+        print(f"{'random walk' if rw_ else 'latent drift'}: promoted on {n} of "
+              f"{sum(k[1] == rw_ for k in promoted)} seeds")
     print(f"\nwall time {time.perf_counter() - total:.1f} s")
 
 

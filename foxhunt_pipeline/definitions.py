@@ -13,6 +13,7 @@ from assets import (
     features,
     ingestion,
     leaderboard,
+    lightgbm_model,
     quantization,
     training,
     tuning,
@@ -25,7 +26,8 @@ from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-ASSET_MODULES = [ingestion, features, training, agents, ensemble, evaluation, leaderboard, quantization, tuning]
+ASSET_MODULES = [ingestion, features, training, lightgbm_model, agents, ensemble, evaluation,
+                 leaderboard, quantization, tuning]
 
 
 def build_resources() -> dict[str, object]:

@@ -47,6 +47,7 @@ from torch import nn
 
 from models.atomic import atomic_replace_dir, atomic_write
 from models.int8_weight_only import dequantize_tensor, weight_only_tensors
+from models.lightgbm.artifact import LIGHTGBM_FORMAT, load_lightgbm
 
 META_FILE = "meta.json"
 FORMAT_FILES = {"torch.export": "model.pt2", "torchscript": "model.ts"}
@@ -147,6 +148,8 @@ def load_artifact(path: str | os.PathLike[str]) -> tuple[Callable[..., Any], dic
         raise FileNotFoundError(f"{path}: not an artifact directory (no {META_FILE})")
     meta = json.loads(meta_path.read_text())
     fmt = meta.get("format")
+    if fmt == LIGHTGBM_FORMAT:  # not a torch module: its own loader
+        return load_lightgbm(path)
     if fmt not in FORMAT_FILES:
         raise ValueError(f"{meta_path}: unknown artifact format {fmt!r}")
     model_path = path / meta.get("model_file", FORMAT_FILES[fmt])
@@ -157,6 +160,8 @@ def load_artifact(path: str | os.PathLike[str]) -> tuple[Callable[..., Any], dic
 def artifact_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes on disk of the model file plus its weights file (the sidecar excluded)."""
     path = Path(path)
+    if path.is_file():
+        path = path.parent
     meta = json.loads((path / META_FILE).read_text())
     files = [meta["model_file"], *([meta["weights_file"]] if meta.get("weights_file") else [])]
     return sum((path / f).stat().st_size for f in files)

@@ -22,6 +22,7 @@ from mlflow.models import infer_signature
 from mlflow.types.schema import AnyType, ColSpec, Schema
 
 from foxhunt_pipeline.serving.loaded import LoadedModel
+from models import families
 from models.utc import UTC_OFFSET, iso_utc
 
 MODEL_ARTIFACT = "model"  # the run-relative folder each registered version points at
@@ -88,7 +89,8 @@ def log_pyfunc_model(run: Any, artifact: Path, *, input_frame: pd.DataFrame | No
         mlflow.pyfunc.save_model(
             str(target), python_model=str(Path(__file__).with_name("pyfunc_entry.py")), artifacts={"model": str(artifact)},
             signature=signature, input_example=input_frame, metadata=dict(metadata or {}),
-            pip_requirements=["mlflow", "torch", "polars", "pandas", "numpy", "safetensors"],
+            pip_requirements=["mlflow", "torch", "polars", "pandas", "numpy", "safetensors",
+                              "lightgbm"],
         )
         run.log_artifacts(target, artifact_path)
     return artifact_path
@@ -136,7 +138,7 @@ def model_card(family: str, precision: str, training_meta: Mapping[str, Any], *,
         f"- **evaluation protocol**: {protocol}",
         "- **input**: consecutive `features` rows of one root as the table stores them (the model normalises "
         "with its own stats); **output**: " + ("the action (0 short, 1 flat, 2 long) and position per row"
-                                               if family in ("dqn", "ppo") else
+                                               if families.family(family).kind == "agent" else
                                                "quantile forecasts `h<k>_q<p>` of the k-bar log return"),
         *(f"- **{note}**" if note.startswith("ensemble = ") else f"- {note}" for note in notes),
         "",

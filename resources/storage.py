@@ -108,6 +108,15 @@ class FoxhuntStorage(dg.ConfigurableResource):
         object_store.write_table_part(root, table, part_name, rows)
         object_store.refresh_duckdb_views(self.duckdb_path, root)
 
+    def write_part(self, table: str, part_name: str, rows: pl.DataFrame) -> None:
+        """One more parquet part of a part-per-writer table (``evaluation_bars/<protocol>``),
+        local or on a store alike."""
+        object_store.write_table_part(self.warehouse_root, table, part_name, rows)
+
+    def read_parts(self, table: str) -> pl.DataFrame:
+        """Every part of a part-per-writer table (empty when none was written)."""
+        return object_store.read_table_parts(self.warehouse_root, table)
+
     def evaluations_location(self, table: str) -> str:
         root = self.warehouse_root
         return f"{self.duckdb_path}:{table}" if object_store.is_local(root) else str(root / table)

@@ -53,7 +53,7 @@ class DatasetConfig:
     fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
     embargo_bars: int | None = None  # None: lookback + horizon (the minimum allowed)
     cost_ticks: float = 1.0  # one-way cost of a position change, in ticks (half spread + slippage)
-    fee_per_contract: float = 0.0  # exchange + broker fee per contract per side, in currency
+    fee_per_contract: float = 1.0  # exchange + broker fee per contract per side, in currency
     bar_seconds: int = 60
     session_hours: float = 23.0  # CME Globex: 17:00-16:00 CT
     trading_days_per_year: int = 252

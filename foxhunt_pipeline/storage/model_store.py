@@ -15,9 +15,6 @@ from upath import UPath
 
 from foxhunt_pipeline.storage import artifact_sync as sync
 
-FAMILIES = ("tft", "mamba2", "dqn", "ppo", "ensemble")
-REGISTERED_NAMES = {f: f"foxhunt-{f}" for f in FAMILIES}
-
 Root = str | os.PathLike[str]
 
 

@@ -1,23 +1,23 @@
 """What the walk-forward scores: a ``Candidate`` is a name, a kind and a ``fit`` that trains
 on one fold's data and returns its predictor; the baselines every model is compared with
-(flat, buy-and-hold, momentum, climatology, LightGBM) are candidates like the models
+(flat, buy-and-hold, momentum, climatology) are candidates like the models
 (``models.evaluation.family_candidates``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from models.climatology import climatology_quantiles
-from models.evaluation import lightgbm_baseline
 from models.evaluation.backtest import decision_rows
 from models.evaluation.baselines import (
     climatology_forecast,
     momentum_positions,
 )
+from models.lightgbm import model as lightgbm_model
 from models.windows import TrainingData
 
 #: fit(fold data) -> predict(fold data) -> quantiles [W, H, Q] (target-scaled) for a
@@ -61,10 +61,13 @@ def climatology_candidate() -> Candidate:
     return Candidate("baseline:climatology", "forecaster", fit)
 
 
-def lightgbm_candidate(seed: int = 0, **params: Any) -> Candidate:
-    """``baseline:lightgbm``: gradient-boosted quantiles on the same window features, the bar
-    a deep model must clear to be worth its cost."""
+def lightgbm_candidate(config: lightgbm_model.LightGBMConfig | None = None, *,
+                       name: str = "foxhunt-lightgbm") -> Candidate:
+    """The LightGBM family: gradient-boosted quantiles on the same window features, refitted
+    on each fold with ``config``."""
+    config = config or lightgbm_model.LightGBMConfig()
+
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-        model = lightgbm_baseline.fit_lightgbm_quantiles(train, seed=seed, **params)
+        model = lightgbm_model.fit(train, config)
         return lambda d: model.predict(d.splits["test"])
-    return Candidate("baseline:lightgbm", "forecaster", fit)
+    return Candidate(name, "forecaster", fit)

@@ -1,5 +1,10 @@
 """Walk-forward candidates for the model families: each fold trains a fresh model with the
-production model's configuration, then predicts the fold's test windows."""
+production model's configuration, then predicts the fold's test windows.
+
+The ``*_from_*`` builders are the registry's (``models.families``) ``candidate`` entries:
+``(family, checkpoint, settings, *, device, cache_dir)``, where ``settings`` is what the
+checkpoint does not carry itself (a forecaster's ``TrainConfig`` from an older checkpoint,
+an agent's config, the ensemble's members)."""
 
 from __future__ import annotations
 
@@ -17,18 +22,27 @@ import torch
 from torch import nn
 
 from models.agents import train as agents
+from models.agents.state import saved_forecasters
 from models.agents.trading_env import evaluate_positions
 from models.ensemble.weights import combine_quantiles, fit_quantile_weights
-from models.evaluation.candidates import Candidate
+from models.evaluation.candidates import Candidate, lightgbm_candidate
 from models.evaluation.evaluate import predict_windows
+from models.families import Family, family
+from models.lightgbm.model import LightGBMConfig
 from models.registry import build_model, get_model_class
 from models.training.checkpoint import (
     checkpoint_file,
     load_checkpoint,
+    read_checkpoint_meta,
     save_checkpoint,
     sidecar_file,
 )
-from models.training.loop import climatology_quantiles, scaled_targets, train_forecaster
+from models.training.loop import (
+    TrainConfig,
+    climatology_quantiles,
+    scaled_targets,
+    train_forecaster,
+)
 from models.windows import ARRAYS, TrainingData
 
 
@@ -108,12 +122,11 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
     return Candidate(name, "forecaster", fit)
 
 
-def agent_candidate(name: str, algo: str, agent_config: Any,
+def agent_candidate(name: str, train_fn: Callable[..., Any], agent_config: Any,
                     forecasters: Mapping[str, FoldForecaster] | None = None) -> Candidate:
-    """A DQN / PPO agent (``models.agents.train`` config) observing the fold's own
-    ``forecasters`` (each trained on the fold's train split, never on its test period);
-    positions from the batched replay."""
-    train_fn = agents.train_dqn if algo == "dqn" else agents.train_ppo
+    """A DQN / PPO agent (``train_fn`` with its ``models.agents`` config) observing the
+    fold's own ``forecasters`` (each trained on the fold's train split, never on its test
+    period); positions from the batched replay."""
     # with keep_best the validation backtests choose the policy (on the fold's validation
     # split); without it they are only a progress report, so a fold model skips them
     every = agents.validation_every(agent_config.total_timesteps, agent_config.eval_freq)
@@ -158,3 +171,62 @@ def ensemble_candidate(name: str, members: Mapping[str, Candidate], *,
             return combine_quantiles(out, weights)
         return predict
     return Candidate(name, "forecaster", fit)
+
+
+# --- the registry's builders: the production model's configuration, retrained per fold ---
+
+
+def forecaster_from_checkpoint(fam: Family, checkpoint: Path, settings: TrainConfig | None, *,
+                               device: str = "cpu", cache_dir: Path | None = None) -> Candidate:
+    """A torch forecaster with its checkpoint's architecture and training config (``settings``
+    for a checkpoint that carries none)."""
+    meta = read_checkpoint_meta(checkpoint)
+    saved = meta.get("train_config")
+    train = TrainConfig.from_dict(saved) if saved is not None else settings
+    if train is None:
+        raise ValueError(f"{checkpoint}: no training config saved with the model or logged")
+    return forecaster_candidate(fam.registered_name, meta["model_type"], meta["config"], train,
+                                device=device, cache_dir=cache_dir)
+
+
+def agent_from_checkpoint(fam: Family, checkpoint: Path | None, settings: Any, *,
+                          device: str = "cpu", cache_dir: Path | None = None) -> Candidate:
+    """An agent with ``settings`` (its ``DQNConfig`` / ``PPOConfig``), observing the
+    forecasters it was trained beside, each retrained on the fold with its own training
+    config (and shared with their own walk-forward through the fold-model cache)."""
+    observed = {
+        n: fold_forecaster(f["model_type"], f["config"], TrainConfig.from_dict(f["train_config"]),
+                           device=device, cache_dir=cache_dir)
+        for n, f in (saved_forecasters(checkpoint) if checkpoint else {}).items()
+        if f.get("train_config") is not None}
+    return agent_candidate(fam.registered_name, fam.train_function(), settings, observed)
+
+
+def ensemble_from_members(fam: Family, checkpoint: Path, settings: Mapping[str, Any], *,
+                          device: str = "cpu", cache_dir: Path | None = None) -> Candidate:
+    """The ensemble refitted per fold from ``settings["members"]`` (member family ->
+    ``(checkpoint, TrainConfig or None)``) and ``settings["include_climatology"]``."""
+    members = {family(m).registered_name: forecaster_from_checkpoint(
+        family(m), Path(ckpt), train, device=device, cache_dir=cache_dir)
+        for m, (ckpt, train) in dict(settings.get("members") or {}).items()}
+    if not members:
+        raise ValueError("the ensemble has no member forecaster to retrain")
+    return ensemble_candidate(fam.registered_name, members,
+                              include_climatology=bool(settings.get("include_climatology", True)))
+
+
+def lightgbm_from_artifact(fam: Family, checkpoint: Path, settings: LightGBMConfig | None, *,
+                           device: str = "cpu", cache_dir: Path | None = None) -> Candidate:
+    """LightGBM refitted per fold with the config its artifact records (``settings`` if
+    given)."""
+    where = Path(checkpoint)
+    meta = json.loads(((where.parent if where.is_file() else where) / "meta.json").read_text())
+    config = settings or LightGBMConfig.from_dict(meta.get("lightgbm_config") or {})
+    return lightgbm_candidate(config, name=fam.registered_name)
+
+
+def production_candidate(name: str, checkpoint: Path | None, settings: Any, *,
+                         device: str = "cpu", cache_dir: Path | None = None) -> Candidate:
+    """Family ``name``'s walk-forward candidate, built by its registry entry."""
+    fam = family(name)
+    return fam.resolve("candidate")(fam, checkpoint, settings, device=device, cache_dir=cache_dir)

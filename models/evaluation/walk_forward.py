@@ -2,8 +2,12 @@
 
 The protocol, the same for every model and baseline:
 
-* Folds are cut at whole trade dates. The last ``folds x test_days`` dates are the test
-  periods, ``test_days`` consecutive dates per fold, in time order. Fold ``k`` trains on the
+* Folds are cut at whole trade dates. The test period is the last ``test_fraction`` of the
+  trade dates (at most ``max_test_days``), and never less than ``folds x test_days`` dates,
+  in ``folds`` contiguous blocks in time order: the evidence grows with the history while
+  the number of retrainings (``folds``) stays what the profile sets. Scoring a test bar
+  costs little next to training a fold, so a year of data is judged on months of test bars
+  instead of the profile's minimum. Fold ``k`` trains on the
   dates before its test period (expanding window; ``window="sliding"`` keeps only the last
   ``train_days``), the last ``validation_days`` of which are its validation (early stopping).
 * Embargo: the first ``embargo_bars`` (>= lookback + horizon) rows of each root in the
@@ -56,19 +60,33 @@ class WalkForwardError(ValueError):
 @dataclass(frozen=True)
 class WalkForwardConfig:
     folds: int = 3
-    test_days: int = 2
+    test_days: int = 2  # per fold, at least
     window: Literal["expanding", "sliding"] = "expanding"
     train_days: int | None = None  # sliding: trade dates of train (validation excluded)
     validation_days: int = 1
     embargo_bars: int | None = None  # None: lookback + horizon (the minimum allowed)
+    #: share of the trade dates tested when that is more than folds x test_days (rounded
+    #: down per fold, so a short history keeps the profile's test days); 0: never more.
+    #: 0.35: 250 calendar days of CME data (~179 trade dates) test 60 dates in 3 folds
+    test_fraction: float = 0.35
+    max_test_days: int = 252  # a trading year: the cap on all folds' test dates together
 
     def __post_init__(self) -> None:
         if self.folds < 1 or self.test_days < 1 or self.validation_days < 1:
             raise WalkForwardError(f"folds, test_days and validation_days must be >= 1: {self}")
+        if not 0.0 <= self.test_fraction < 1.0 or self.max_test_days < 1:
+            raise WalkForwardError("test_fraction must be in [0, 1) and max_test_days >= 1: "
+                                   f"{self}")
         if self.window not in ("expanding", "sliding"):
             raise WalkForwardError(f"window must be 'expanding' or 'sliding', got {self.window!r}")
         if self.window == "sliding" and not (self.train_days or 0) >= 1:
             raise WalkForwardError("a sliding window needs train_days >= 1")
+
+    def fold_test_days(self, n_dates: int) -> int:
+        """Test dates per fold for a history of ``n_dates`` trade dates."""
+        scaled = math.floor(self.test_fraction * n_dates / self.folds)
+        cap = max(self.max_test_days // self.folds, self.test_days)
+        return max(self.test_days, min(scaled, cap))
 
     def embargo(self, lookback: int, horizon: int) -> int:
         e = lookback + horizon if self.embargo_bars is None else int(self.embargo_bars)
@@ -110,12 +128,13 @@ def plan_folds(dates: Sequence[Any], config: WalkForwardConfig) -> list[Fold]:
     """Folds over trade ``dates``: one per row (so partial sessions are seen) or unique
     (anything ``str`` renders as a date)."""
     units = _date_units(dates)
-    need_test = config.folds * config.test_days
+    test_days = config.fold_test_days(len(units))
+    need_test = config.folds * test_days
     first_test = len(units) - need_test
     min_pre = config.validation_days + 1
     if first_test < min_pre:
         raise WalkForwardError(
-            f"{config.folds} folds x {config.test_days} test days need at least "
+            f"{config.folds} folds x {test_days} test days need at least "
             f"{need_test + min_pre} trade dates ({min_pre} before the first test period for "
             f"train and validation); the data has {len(units)}: "
             f"{units[0][0] if units else '-'} .. {units[-1][-1] if units else '-'}")
@@ -125,14 +144,13 @@ def plan_folds(dates: Sequence[Any], config: WalkForwardConfig) -> list[Fold]:
 
     folds = []
     for k in range(config.folds):
-        start = first_test + k * config.test_days
+        start = first_test + k * test_days
         pre = units[:start]
         val = pre[-config.validation_days:]
         train = pre[: -config.validation_days]
         if config.window == "sliding":
             train = train[-int(config.train_days or 0):]
-        folds.append(Fold(k + 1, flat(train), flat(val),
-                          flat(units[start : start + config.test_days])))
+        folds.append(Fold(k + 1, flat(train), flat(val), flat(units[start : start + test_days])))
     return folds
 
 
@@ -392,6 +410,7 @@ def protocol_of(pool: RowPool, folds: Sequence[Fold], config: WalkForwardConfig,
                  "roots": list(meta.get("roots") or []), "cost_multiplier": float(cost_multiplier)},
         "ci_level": round(float(level), 10),
         "bootstrap": int(bootstrap),
+        "bars_per_year": float(meta["bars_per_year"]),
     }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import optuna
 
-from models.agents import train as agents
+from models import families
 from models.registry import build_model, dataset_model_config
 from models.training.loop import TrainConfig, train_forecaster
 from models.tuning.spaces import MODEL_FIELDS, to_config_values
@@ -58,9 +58,9 @@ def agent_trial(trial: optuna.Trial, family: str, data: TrainingData, params: di
     """Final validation mean reward of ``family`` (dqn | ppo) trained with ``params`` over
     the agent config fields ``base`` (``models.agents.train.DQNConfig`` / ``PPOConfig``),
     observing ``observed`` = (forecasters, their training configs)."""
-    cls, fit = (agents.DQNConfig, agents.train_dqn) if family == "dqn" else \
-        (agents.PPOConfig, agents.train_ppo)
-    config = cls.from_dict({**base, **to_config_values(params)})
+    fam = families.family(family)
+    fit = fam.train_function()
+    config = fam.config_class().from_dict({**base, **to_config_values(params)})
     forecasters, train_configs = observed or (None, None)
     result = fit(data, config, on_eval=pruning_hook(trial, "mean_reward", "timesteps", on_eval),
                  eval_split="validation", forecasters=forecasters,

@@ -26,9 +26,10 @@ from typing import Any
 
 import optuna
 
-FORECASTERS = ("tft", "mamba2")
-AGENTS = ("dqn", "ppo")
-FAMILIES = FORECASTERS + AGENTS
+from models import families
+
+#: the families with a search space
+FAMILIES = families.names(tunable=True)
 NET_ARCHS = ("64", "64-64", "128-128")
 
 #: per family: fields that go into the model's config (the rest are training settings)

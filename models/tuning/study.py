@@ -15,6 +15,8 @@ from typing import Any
 import optuna
 from sqlalchemy.engine import make_url
 
+from models import families
+
 #: MedianPruner: prune a trial whose intermediate value is worse than the median of the
 #: earlier trials at the same step, once two trials have finished (so a 5-trial study can
 #: prune) and from the first reported step (an epoch or an evaluation is already costly).
@@ -43,7 +45,7 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
 
 def direction_of(family: str) -> str:
     """Forecasters minimise validation pinball loss; agents maximise validation reward."""
-    return "minimize" if family in ("tft", "mamba2") else "maximize"
+    return "minimize" if families.family(family).kind == "forecaster" else "maximize"
 
 
 def new_study_name(family: str) -> str:

@@ -1,21 +1,18 @@
-"""The evaluation asset retrains each fold with the configuration the production run logged
-to MLflow: the logged parameters come back as the same training configs."""
+"""The evaluation asset retrains each fold with the configuration the production run saved
+(or, for older runs, logged to MLflow): ``production_settings`` gives the family's registry
+builder the same training configs back."""
 
 from __future__ import annotations
 
 from torch import nn
 
 from assets.agents import PPOTrainingConfig, agent_config
-from assets.evaluation import (
-    family_candidate,
-    forecaster_train_config,
-    logged_config,
-    training_params,
-)
+from assets.evaluation import production_settings, training_params
 from assets.training import TFTTrainingConfig, train_config
 from models.agents import train as agents
 from models.agents.saved_config import save_agent_config
 from models.agents.trading_env import EnvConfig
+from models.evaluation.family_candidates import production_candidate
 from models.training.checkpoint import save_checkpoint
 from resources.mlflow_tracking import MLflowResource
 
@@ -35,8 +32,12 @@ def test_logged_training_configs_round_trip(foxhunt_home):
 
     logged = training_params(mlflow, ppo_run, "agent")
     assert agents.PPOConfig.from_dict({**logged, "env": EnvConfig(**logged["env"])}) == ppo
-    assert family_candidate("ppo", None, "cpu", logged).name == "foxhunt-ppo"
-    assert family_candidate("dqn", None, "cpu", {}).name == "foxhunt-dqn"  # nothing logged
+    settings = production_settings("ppo", None, mlflow, ppo_run, None, "cpu")
+    assert settings == ppo
+    assert production_candidate("ppo", None, settings).name == "foxhunt-ppo"
+    # nothing saved or logged: the asset Config's defaults
+    dqn = production_settings("dqn", None, mlflow, None, None, "cpu")
+    assert production_candidate("dqn", None, dqn).name == "foxhunt-dqn"
     back = training_params(mlflow, tft_run, "train")
     assert TFTTrainingConfig(**back) == tft
 
@@ -49,15 +50,17 @@ def test_forecaster_train_config_from_checkpoint(foxhunt_home, tmp_path):
     with_config = save_checkpoint(tmp_path / "new", nn.Linear(1, 1), model_type="tft", config={},
                                   extra={"train_config": train_config(tft).to_dict()})
     without = save_checkpoint(tmp_path / "old", nn.Linear(1, 1), model_type="tft", config={})
-    logged = tft.model_dump()
-    assert forecaster_train_config("tft", with_config, {}) == train_config(tft)
-    assert forecaster_train_config("tft", without, logged) == train_config(tft)
-    assert forecaster_train_config("tft", without, {}) == train_config(TFTTrainingConfig())
     mlflow = MLflowResource(home=str(foxhunt_home))
     with mlflow.start_run("tft") as run:
-        run.log_params({"train": logged})
-    assert logged_config("tft", None, mlflow, run.run_id, with_config) == {}
-    assert TFTTrainingConfig(**logged_config("tft", None, mlflow, run.run_id, without)) == tft
+        run.log_params({"train": tft.model_dump()})
+    # saved with the weights: nothing else is read
+    assert production_settings("tft", None, mlflow, run.run_id, with_config, "cpu") is None
+    assert production_settings("tft", None, mlflow, run.run_id, without, "cpu") == \
+        train_config(tft)
+    with mlflow.start_run("empty") as empty:
+        pass
+    assert production_settings("tft", None, mlflow, empty.run_id, without, "cpu") == \
+        train_config(TFTTrainingConfig())
 
 
 def test_agent_config_from_its_policy_directory(foxhunt_home, tmp_path):
@@ -71,7 +74,7 @@ def test_agent_config_from_its_policy_directory(foxhunt_home, tmp_path):
     new, old = tmp_path / "new", tmp_path / "old"
     new.mkdir(), old.mkdir()
     save_agent_config(ppo, new)
-    saved = logged_config("ppo", None, mlflow, run.run_id, new)
-    assert agents.PPOConfig.from_dict(saved) == ppo
-    assert logged_config("ppo", None, mlflow, run.run_id, old)["total_timesteps"] == 1
-    assert family_candidate("ppo", new, "cpu", saved).name == "foxhunt-ppo"
+    saved = production_settings("ppo", None, mlflow, run.run_id, new, "cpu")
+    assert saved == ppo
+    assert production_settings("ppo", None, mlflow, run.run_id, old, "cpu").total_timesteps == 1
+    assert production_candidate("ppo", new, saved).name == "foxhunt-ppo"

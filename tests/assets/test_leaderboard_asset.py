@@ -1,23 +1,25 @@
-"""model_leaderboard against a real MLflow registry and DuckDB table: the alias `champion`
-moves only when a challenger beats the current champion and every baseline on the same
-walk-forward protocol; a champion from an older protocol is re-scored first."""
+"""model_leaderboard against a real MLflow registry, DuckDB table and stored test bars: the
+alias `champion` moves only when a challenger beats every naive baseline and the current
+champion in the paired test on the same walk-forward protocol and is in the MCS; a champion
+from an older protocol is re-scored first; a new home says "no champion yet" once."""
 
 from __future__ import annotations
 
 import json
-import math
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 
 import dagster as dg
 import duckdb
+import numpy as np
 import pytest
 from mlflow.exceptions import MlflowException
 
 import assets.leaderboard as leaderboard_asset
-from assets.evaluation import EVALUATIONS_TABLE, evaluation_rows
-from assets.leaderboard import model_leaderboard
+from assets.evaluation import BARS_TABLE, EVALUATIONS_TABLE, bars_frame, evaluation_rows
+from assets.leaderboard import champion_refs, model_leaderboard
 from foxhunt_pipeline.config.paths import FoxhuntPaths
+from foxhunt_pipeline.storage import object_store
 from foxhunt_pipeline.storage.warehouse import append_duckdb_table
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -36,24 +38,42 @@ def _register(mlflow: MLflowResource, tmp_path, n: int) -> str:
         return run.register("foxhunt-tft", "checkpoint", tags={"precision": "fp32"})
 
 
-def _result(protocol: str, sharpe: float, trades: float = 20.0):
-    """A WalkForwardResult-shaped stand-in: the model and two baselines, two folds."""
-    def cand(s, n, ic):
-        m = {"sharpe": s, "sharpe_ci_low": s - 0.3, "n_trades": n, "ic": ic, "n_bars": 100.0,
-             "sharpe_ES": s, "ci_level": 0.99}
+N = 3000  # test bars
+NAIVE = ("baseline:flat", "baseline:buy_and_hold", "baseline:momentum_1", "baseline:climatology")
+
+
+def _bars(edge: float, seed: int, flat: bool = False) -> SimpleNamespace:
+    """Pooled test bars: the same bars (ES, one per minute from day 1) for every candidate,
+    a P&L of ``edge`` per bar plus noise (``flat``: none at all)."""
+    rng = np.random.default_rng(seed)
+    pnl = np.zeros(N) if flat else edge + rng.standard_normal(N) * 1e-4
+    return SimpleNamespace(root=np.full(N, "ES"), ts=DAY + np.arange(N) * 60 * 10**9,
+                           positions=np.zeros(N) if flat else np.ones(N), pnl=pnl)
+
+
+def _result(protocol: str, edge: float, seed: int = 0):
+    """A WalkForwardResult-shaped stand-in: the model and the naive baselines (on the same
+    bars every time: they are deterministic), two folds."""
+    def cand(bars):
+        s = float(bars.pnl.mean() / max(bars.pnl.std(), 1e-12) * np.sqrt(80_000))
+        m = {"sharpe": s, "sharpe_ci_low": s - 10, "n_trades": 0.0 if not bars.positions.any()
+             else 20.0, "n_bars": float(N), "sharpe_ES": s, "ci_level": 0.99}
         folds = [SimpleNamespace(fold=SimpleNamespace(number=k), metrics=m,
                                  test_start_ns=k * DAY, test_end_ns=k * DAY + 3600 * 10**9)
                  for k in (1, 2)]
-        return SimpleNamespace(folds=folds, pooled=m, equals=None)
-    return SimpleNamespace(protocol_id=protocol, candidates={
-        "foxhunt-tft": cand(sharpe, trades, 0.05),
-        "baseline:flat": cand(0.0, 0.0, math.nan),
-        "baseline:lightgbm": cand(0.1, 5.0, 0.01)})
+        return SimpleNamespace(folds=folds, pooled=m, equals=None, bars=bars)
+    naive = {b: cand(_bars(0.0, 100 + i, flat=(i == 0))) for i, b in enumerate(NAIVE)}
+    return SimpleNamespace(protocol_id=protocol, protocol={"bars_per_year": 80_000.0},
+                           candidates={"foxhunt-tft": cand(_bars(edge, seed)), **naive})
 
 
-def _write(paths: FoxhuntPaths, version: str, protocol: str, sharpe: float, at: datetime):
-    rows = evaluation_rows("tft", version, "fp32", _result(protocol, sharpe), "r", at)
+def _write(paths: FoxhuntPaths, version: str, protocol: str, edge: float, at: datetime,
+           seed: int = 0):
+    result = _result(protocol, edge, seed)
+    rows = evaluation_rows("tft", version, "fp32", result, "r", at)
     append_duckdb_table(paths.duckdb, EVALUATIONS_TABLE, rows)
+    object_store.write_table_part(object_store.warehouse_root(), f"{BARS_TABLE}/{protocol}",
+                                  f"tft-{version}-{seed}", bars_frame(result, version))
     return rows
 
 
@@ -71,8 +91,8 @@ def _alias(client) -> str:
 
 def test_rows_per_fold_and_pooled_with_nulls(foxhunt_home):
     paths = FoxhuntPaths.from_env().ensure()
-    rows = _write(paths, "1", "p1", 1.0, T0)
-    assert rows.height == 3 * 3
+    rows = _write(paths, "1", "p1", 1e-5, T0)
+    assert rows.height == 5 * 3
     with duckdb.connect(str(paths.duckdb), read_only=True) as con:
         got = con.execute("select model, fold, protocol_id, ic, test_start, sharpe_by_root from "
                           "model_evaluations where model = 'baseline:flat' order by fold").fetchall()
@@ -81,7 +101,16 @@ def test_rows_per_fold_and_pooled_with_nulls(foxhunt_home):
     assert got[0][4] == "1970-01-02T00:00:00Z" and json.loads(got[2][5]) == {"ES": 0.0}
 
 
-def test_champion_is_rescored_on_the_new_protocol_before_the_comparison(
+def test_a_new_home_has_no_champion_and_no_warning_about_it(foxhunt_home, tmp_path):
+    mlflow = MLflowResource(home=str(FoxhuntPaths.from_env().ensure().home))
+    heard: list[str] = []
+    assert champion_refs(mlflow, ["tft", "lightgbm"], heard.append) == ({}, None)
+    _register(mlflow, tmp_path, 0)  # a registered model without the alias
+    assert champion_refs(mlflow, ["tft"], heard.append) == ({}, None)
+    assert heard == []
+
+
+def test_champion_by_the_paired_rule_and_rescored_on_a_new_protocol(
         foxhunt_home, tmp_path, monkeypatch):
     """One registry through four boards (MLflow set-up is the slow part of this test)."""
     paths = FoxhuntPaths.from_env().ensure()
@@ -89,20 +118,25 @@ def test_champion_is_rescored_on_the_new_protocol_before_the_comparison(
     client = mlflow.client()
 
     v0 = _register(mlflow, tmp_path, 0)
-    _write(paths, v0, "old", sharpe=0.2, at=T0)  # CI low -0.1 < lightgbm 0.1
+    _write(paths, v0, "old", edge=0.0, at=T0)  # noise: beats no baseline
     board = _run(paths)
-    assert "no champion yet" in board and "kept" not in board
+    assert "no champion yet (baselines)" in board and "kept" not in board
+    assert "**No overall champion yet**" in board
     assert "No `oracle` row" in board and "| oracle |" not in board  # nothing landed
     with pytest.raises(MlflowException):
         client.get_model_version_by_alias("foxhunt-tft", "champion")
 
     v1 = _register(mlflow, tmp_path, 1)
-    _write(paths, v1, "old", sharpe=3.0, at=T0 + timedelta(hours=1))
+    _write(paths, v1, "old", edge=2e-5, at=T0 + timedelta(hours=1), seed=1)
     # generated data of the test trade dates (1970-01-02 .. 03): the oracle is shown, and
     # (a reference with a far higher Sharpe) it neither wins nor blocks the promotion
     land_sidecars(paths.landing, [date(1970, 1, 2), date(1970, 1, 3)])
     board = _run(paths)
-    assert _alias(client) == v1 and "PROMOTED" in board
+    assert _alias(client) == v1 and "PROMOTED (no champion)" in board
+    assert f"**Overall champion: foxhunt-tft v{v1}**" in board
+    assert "foxhunt predict models:/foxhunt-tft@champion" in board
+    head = next(line for line in board.splitlines() if line.startswith("| model |"))
+    assert "vs_champion | vs_best_baseline | mcs" in head
     oracle_line = next(line for line in board.splitlines() if line.startswith("| oracle |"))
     assert oracle_line.startswith("| oracle | reference |") and "never champion" in board
 
@@ -111,22 +145,37 @@ def test_champion_is_rescored_on_the_new_protocol_before_the_comparison(
     def rescore(context, storage, mlflow_res, champion):
         calls.append(champion["version"])
         return [leaderboard_asset._row(r) for r in
-                _write(paths, champion["version"], "new", 0.2, T0 + timedelta(days=2))
+                _write(paths, champion["version"], "new", 2e-5, T0 + timedelta(days=2), seed=1)
                 .iter_rows(named=True)]
 
     monkeypatch.setattr(leaderboard_asset, "rescore_champion", rescore)
-    v2 = _register(mlflow, tmp_path, 2)
-    _write(paths, v2, "new", sharpe=0.9, at=T0 + timedelta(days=1))
+    v2 = _register(mlflow, tmp_path, 2)  # as good as the champion, on other luck: no churn
+    _write(paths, v2, "new", edge=2e-5, at=T0 + timedelta(days=1), seed=2)
     board = _run(paths)
-    assert calls == [v1]  # the old-period 3.0 was not compared with 0.9
-    assert _alias(client) == v2 and "re-scored" in board and "`new`" in board
+    assert calls == [v1] and "re-scored" in board and "`new`" in board
+    assert _alias(client) == v1 and "kept (champion)" in board
+
+    v3 = _register(mlflow, tmp_path, 3)  # clearly better than the champion
+    _write(paths, v3, "new", edge=8e-5, at=T0 + timedelta(days=3), seed=3)
+    board = _run(paths)
+    assert _alias(client) == v3 and f"beats champion foxhunt-tft v{v1}" in board
 
     def broken(*_):
         raise FileNotFoundError("artifact gone")
 
     monkeypatch.setattr(leaderboard_asset, "rescore_champion", broken)
-    v3 = _register(mlflow, tmp_path, 3)
-    _write(paths, v3, "newer", sharpe=5.0, at=T0 + timedelta(days=3))
+    v4 = _register(mlflow, tmp_path, 4)
+    _write(paths, v4, "newer", edge=2e-4, at=T0 + timedelta(days=4), seed=4)
     board = _run(paths)
-    assert _alias(client) == v2
+    assert _alias(client) == v3
     assert "comparison refused" in board and "artifact gone" in board
+
+
+def test_evaluations_without_stored_bars_promote_nobody_and_say_why(foxhunt_home, tmp_path):
+    paths = FoxhuntPaths.from_env().ensure()
+    mlflow = MLflowResource(home=str(paths.home))
+    v = _register(mlflow, tmp_path, 0)
+    append_duckdb_table(paths.duckdb, EVALUATIONS_TABLE,
+                        evaluation_rows("tft", v, "fp32", _result("legacy", 5e-5), "r", T0))
+    board = _run(paths)
+    assert "no test bars stored for protocol legacy" in board and "PROMOTED" not in board

@@ -119,9 +119,9 @@ def test_costs_targets_scale_and_round_trip(tmp_path):
     td = data()
     for i, root in enumerate(td.meta["roots"]):
         level = bars().filter(pl.col("root") == root)["close"].median()
-        assert td.meta["cost_log_return"][i] == pytest.approx(
-            ROOTS[root].tick_size / level, rel=0.05
-        )
+        # one tick plus the fee (1.0 per contract, the default) in price units, per side
+        cost_price = ROOTS[root].tick_size + CFG.fee_per_contract / ROOTS[root].multiplier
+        assert td.meta["cost_log_return"][i] == pytest.approx(cost_price / level, rel=0.05)
     y1 = td.splits["train"].targets[:, 0]
     assert td.target_scale == pytest.approx(float(np.nanstd(y1)), rel=1e-6)
     td.save(tmp_path / "ds")

@@ -1,5 +1,5 @@
-"""Four tiny models (TFT, Mamba-2, DQN- and PPO-shaped policies) on a features table in the
-real format, each as the artifact the training assets register."""
+"""Five tiny models (TFT, Mamba-2, LightGBM, DQN- and PPO-shaped policies) on a features table
+in the real format, each as the artifact the training assets register."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from models.agents.policy import PolicyNet, save_policy_net
 from models.agents.state import ForecastState
 from models.agents.trading_env import prepare_market_data
 from models.export import export_artifact, forecaster_metadata
+from models.lightgbm import LightGBMConfig, fit, save_lightgbm
 from models.registry import build_model
 from tests.serving.test_predict import _features
 
@@ -102,10 +103,19 @@ def _follow_forecast(net: PolicyNet, state: ForecastState, data) -> None:
     out.weight[2, 0], out.weight[0, 1], out.bias[1] = 1.0, 1.0, 0.5
 
 
+def lightgbm_artifact(data, out: Path) -> Path:
+    """A few boosters on the tiny dataset, saved as ``lightgbm_model`` saves them."""
+    config = LightGBMConfig(fit_quantiles=(0.1, 0.5, 0.9), num_boost_round=8,
+                            params={"min_data_in_leaf": 5})
+    return save_lightgbm(fit(data, config), out, metadata=forecaster_metadata(
+        data.meta, model="lightgbm", precision="fp32", lightgbm_config=config.to_dict()))
+
+
 def all_artifacts(data, root: Path) -> dict[str, Path]:
     return {
         "tft": forecaster_artifact("tft", data, root / "tft"),
         "mamba2": forecaster_artifact("mamba2", data, root / "mamba2"),
+        "lightgbm": lightgbm_artifact(data, root / "lightgbm"),
         "dqn": agent_dir("dqn", data, root / "dqn"),
         "ppo": agent_dir("ppo", data, root / "ppo"),
     }

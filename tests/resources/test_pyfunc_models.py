@@ -26,7 +26,7 @@ from resources.mlflow_tracking import MLflowResource
 from resources.pyfunc_models import data_range_of, model_card, register_pyfunc
 from tests.resources.pyfunc_fixtures import all_artifacts, features_and_data, one_root
 
-FAMILIES = ("tft", "mamba2", "dqn", "ppo")
+FAMILIES = ("tft", "mamba2", "lightgbm", "dqn", "ppo")
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    """All four families registered (v1, alias champion) in a home's SQLite store."""
+    """All five families registered (v1, alias champion) in a home's SQLite store."""
     root = tmp_path_factory.mktemp("pyfunc")
     features, data = features_and_data()
     features.write_parquet(root / "features.parquet")
@@ -107,10 +107,11 @@ def test_each_version_is_a_model_card_with_signature_and_input_example(registry)
         assert names[:3] == ["ts_event", "root", "contract_seq"] and "f_0" in names
         assert info.saved_input_example_info is not None
         outputs = [c.name for c in info.signature.outputs.inputs]
-        assert ("h1_q50" in outputs) if family in ("tft", "mamba2") else ("action" in outputs)
+        assert ("h1_q50" in outputs) if family in ("tft", "mamba2", "lightgbm") else \
+            ("action" in outputs)
 
 
-@pytest.mark.parametrize("family", ["mamba2", "ppo"])
+@pytest.mark.parametrize("family", ["mamba2", "lightgbm", "ppo"])
 def test_foxhunt_predict_takes_a_registered_model_uri_like_an_artifact_path(registry, family, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
     root = registry["root"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models.agents.train import DQNConfig, PPOConfig
+from models.agents.train import DQNConfig, PPOConfig, train_dqn, train_ppo
 from models.evaluation.candidates import (
     Candidate,
     climatology_candidate,
@@ -46,6 +46,7 @@ from models.evaluation.walk_forward import (
     WalkForwardResult,
     walk_forward,
 )
+from models.lightgbm import LightGBMConfig
 from models.registry import dataset_model_config
 from models.training.loop import TrainConfig
 from tests.walk_forward_data import generated_pool
@@ -74,9 +75,9 @@ def family_candidates(pool: RowPool, cache: Path) -> list[Candidate]:
     return [
         *forecasters.values(),
         ensemble_candidate("foxhunt-ensemble", forecasters),
-        agent_candidate("foxhunt-dqn", "dqn", DQNConfig(total_timesteps=10_000, device="cpu"),
+        agent_candidate("foxhunt-dqn", train_dqn, DQNConfig(total_timesteps=10_000, device="cpu"),
                         fold),
-        agent_candidate("foxhunt-ppo", "ppo", PPOConfig(total_timesteps=20_480, device="cpu"),
+        agent_candidate("foxhunt-ppo", train_ppo, PPOConfig(total_timesteps=20_480, device="cpu"),
                         fold),
     ]
 
@@ -86,7 +87,7 @@ def run(workdir: Path, random_walk: bool) -> WalkForwardResult:
                           random_walk=random_walk, groups=GROUPS)
     candidates = [*family_candidates(pool, workdir / "fold_models"),
                   *trading_baselines((1,)), climatology_candidate(),
-                  lightgbm_candidate(seed=0, fit_quantiles=(0.5,), num_boost_round=60)]
+                  lightgbm_candidate(LightGBMConfig(fit_quantiles=(0.5,), num_boost_round=60))]
     # n_compared defaults to the candidates: all baselines + the five families
     return walk_forward(pool, candidates, FOLDS, bootstrap=300)
 

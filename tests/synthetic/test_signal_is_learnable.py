@@ -17,7 +17,7 @@ from foxhunt_pipeline.features import build_features
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
 from foxhunt_pipeline.features.library import FeatureConfig
 from foxhunt_pipeline.synthetic import generate
-from models.evaluation.lightgbm_baseline import fit_lightgbm_quantiles
+from models.lightgbm.model import fit_lightgbm_quantiles
 from tests.walk_forward_data import continuous_from
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ from models.evaluation.walk_forward import WalkForwardResult
 from tests.synthetic import ci_skill
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
-TRADERS = ("baseline:lightgbm", "foxhunt-tft", "foxhunt-mamba2", "foxhunt-dqn", "foxhunt-ppo")
-FORECASTERS = ("baseline:lightgbm", "foxhunt-tft", "foxhunt-mamba2", "foxhunt-ensemble")
+TRADERS = ("foxhunt-lightgbm", "foxhunt-tft", "foxhunt-mamba2", "foxhunt-dqn", "foxhunt-ppo")
+FORECASTERS = ("foxhunt-lightgbm", "foxhunt-tft", "foxhunt-mamba2", "foxhunt-ensemble")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ on the same bars as the baselines (tiny sizes: this checks the wiring, not skill
 import numpy as np
 import pytest
 
-from models.agents.train import DQNConfig
+from models.agents.train import DQNConfig, train_dqn
 from models.evaluation.candidates import trading_baselines
 from models.evaluation.family_candidates import (
     agent_candidate,
@@ -35,7 +35,7 @@ def test_each_family_trains_per_fold_and_is_scored_on_the_baselines_bars():
         seen.append(int(np.asarray(train.splits["train"].ts_event).max()))
         return fold_forecaster("tft", tft_config, tft_train)(train)
 
-    dqn = agent_candidate("foxhunt-dqn", "dqn", DQNConfig(
+    dqn = agent_candidate("foxhunt-dqn", train_dqn, DQNConfig(
         total_timesteps=300, learning_starts=100, buffer_size=1000, batch_size=32, eval_freq=0,
         net_arch=[8], encoder_hidden=8, device="cpu"), forecasters={"tft": tft_of_fold})
     tft = forecaster_candidate("foxhunt-tft", "tft", tft_config, tft_train)

@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-from models.evaluation.leaderboard import choose_champion
+from models.evaluation.paired import compare
+from models.evaluation.promotion import decide
 from models.evaluation.skill import (
     MIN_IC_DAY_BARS,
     MIN_IC_DAYS,
@@ -62,9 +63,15 @@ def test_icir_needs_enough_full_days():
 
 
 def test_a_flat_baseline_without_sharpe_still_sets_the_bar_at_zero():
-    flat = {"model": "baseline:flat", "sharpe": math.nan, "n_trades": 0.0}
-    losing = {"model": "tft", "version": "1", "sharpe": -0.5, "sharpe_ci_low": -1.0, "n_trades": 10.0}
-    decision = choose_champion([losing], "sharpe", True, None, [flat], challenger_key="sharpe_ci_low")
-    assert not decision.promote and "baseline:flat" in decision.reason
-    winning = {**losing, "sharpe": 3.0, "sharpe_ci_low": 0.5}
-    assert choose_champion([winning], "sharpe", True, None, [flat], challenger_key="sharpe_ci_low").promote
+    """flat never holds a position: its Sharpe is undefined in the table, and 0 in the paired
+    test, so a losing model loses to it and a winning one beats it."""
+    rng = np.random.default_rng(0)
+    losing = rng.standard_normal(3000) * 1e-4 - 2e-5
+    winning = rng.standard_normal(3000) * 1e-4 + 2e-5
+    cmp = compare({"baseline:flat": np.zeros(3000), "m v1": losing, "w v1": winning}, 80_000,
+                  level=0.99, resamples=200)
+    assert cmp.sharpe["baseline:flat"] == 0.0
+    row = {"model": "m", "version": "1", "n_trades": 10.0}
+    d = decide([row], cmp, ["baseline:flat"], None)
+    assert not d.promote and "baseline:flat" in d.reason
+    assert decide([{**row, "model": "w"}], cmp, ["baseline:flat"], None).promote

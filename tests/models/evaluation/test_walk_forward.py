@@ -25,6 +25,7 @@ from models.evaluation.walk_forward import (
     row_pool,
     walk_forward,
 )
+from models.lightgbm import LightGBMConfig
 from tests.model_data import synthetic_training_data
 
 LOOKBACK, HORIZON = 8, 2
@@ -219,8 +220,7 @@ def test_a_failing_fold_names_itself(signal_pool):
 
 
 class _StandInLightGBM:
-    """Stand-in for models.evaluation.lightgbm_baseline (helper 'signal' writes the real one):
-    the same interface, a per-horizon linear fit on f_0 instead of boosted trees."""
+    """Stand-in for ``models.lightgbm.model``'s fitted model: the same interface, a per-horizon linear fit on f_0 instead of boosted trees."""
 
     def __init__(self, data):
         self.inner = signal_forecaster().fit(data)
@@ -235,19 +235,17 @@ class _StandInLightGBM:
 def test_lightgbm_is_scored_on_the_same_folds(signal_pool, monkeypatch):
     fits = []
 
-    def fit_lightgbm_quantiles(data, *, seed=0, **params):
-        fits.append((data.meta["fold"]["number"], seed))
+    def fit(data, config):
+        fits.append((data.meta["fold"]["number"], config.seed))
         return _StandInLightGBM(data)
 
-    module = types.ModuleType("models.evaluation.lightgbm_baseline")
-    module.fit_lightgbm_quantiles = fit_lightgbm_quantiles
-    # the module ``lightgbm_candidate`` fits with, where it looks it up
-    monkeypatch.setattr(candidates, "lightgbm_baseline", module)
-    lgb = lightgbm_candidate(seed=7)
-    assert lgb is not None and lgb.name == "baseline:lightgbm"
+    # the function ``lightgbm_candidate`` fits with, where it looks it up
+    monkeypatch.setattr(candidates.lightgbm_model, "fit", fit)
+    lgb = lightgbm_candidate(LightGBMConfig(seed=7))
+    assert lgb.name == "foxhunt-lightgbm"
     res = walk_forward(signal_pool, [lgb, signal_forecaster()], CFG, bootstrap=50)
     assert fits == [(1, 7), (2, 7), (3, 7)]  # retrained from scratch on each fold
-    got = res.candidates["baseline:lightgbm"]
+    got = res.candidates["foxhunt-lightgbm"]
     assert [f.metrics["n_bars"] for f in got.folds] == \
         [f.metrics["n_bars"] for f in res.candidates["foxhunt-signal"].folds]
     assert got.pooled["ic"] > 0.2
@@ -281,3 +279,22 @@ def test_a_model_that_repeats_a_baseline_is_named_after_it(signal_pool):
     assert res.candidates["foxhunt-ensemble"].equals == "baseline:climatology"
     assert res.candidates["foxhunt-signal"].equals is None
     assert set(res.candidates) == {"foxhunt-long", "foxhunt-ensemble", "foxhunt-signal"}
+
+
+def test_the_test_period_grows_with_the_history_not_the_retrainings():
+    """A year is judged on months of test dates with the profile's number of folds; a short
+    history keeps the profile's test days; the cap holds."""
+    cfg = WalkForwardConfig(folds=3, test_days=2, validation_days=1)
+    year = plan_folds([f"d{i:03d}" for i in range(179)], cfg)  # 250 calendar days of CME
+    assert len(year) == 3 and sum(len(f.test_dates) for f in year) == 60
+    assert year[-1].test_dates[-1] == "d178" and year[0].test_dates[0] == "d119"
+    assert all(f.test_dates[0] > f.validation_dates[-1] for f in year)
+    short = plan_folds([f"d{i:02d}" for i in range(14)], cfg)
+    assert [len(f.test_dates) for f in short] == [2, 2, 2]
+    fixed = plan_folds([f"d{i:03d}" for i in range(179)],
+                       WalkForwardConfig(folds=3, test_days=2, test_fraction=0.0))
+    assert sum(len(f.test_dates) for f in fixed) == 6
+    capped = WalkForwardConfig(folds=3, test_days=2, max_test_days=30)
+    assert capped.fold_test_days(179) == 10 and capped.fold_test_days(5000) == 10
+    with pytest.raises(WalkForwardError, match="test_fraction"):
+        WalkForwardConfig(test_fraction=1.0)

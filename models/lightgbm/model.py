@@ -1,7 +1,8 @@
-"""The strong tabular baseline: one LightGBM quantile regressor per horizon and quantile.
+"""LightGBM quantile forecaster: one LightGBM quantile regressor per horizon and quantile.
 
 Why: it is what a quant platform tries first, so a deep forecaster has to beat it to be
-worth its cost. It sees exactly what the forecasters see, flattened: for each window
+worth its cost; and it is a family of its own (``foxhunt-lightgbm``), deployable like the
+others, because it is often as good. It sees exactly what the forecasters see, flattened: for each window
 (``models.windows``) the last history bar's observed features (optionally also their mean
 over the lookback), the known inputs at the decision bar and at the end of the horizon, and
 the static inputs. The observed library already carries lags and windows up to 240 bars,
@@ -17,8 +18,8 @@ gives the same numbers, so ``evaluate_forecaster`` can score it like any forecas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import lightgbm as lgb
@@ -177,6 +178,45 @@ def _datasets(data: TrainingData, window_mean: bool, max_train_rows: int | None,
                          params={"max_bin": max_bin, "verbose": -1})
     dvalid = lgb.Dataset(x_valid, label=y_valid[:, 0], reference=dtrain, free_raw_data=False)
     return dtrain, dvalid, y_train, y_valid, names
+
+
+@dataclass(frozen=True)
+class LightGBMConfig:
+    """What ``lightgbm_model`` and each walk-forward fold fit: ``fit_lightgbm_quantiles``'s
+    arguments (``params`` override :data:`DEFAULT_PARAMS`)."""
+
+    seed: int = 0
+    fit_quantiles: tuple[float, ...] | None = None  # None: every quantile of the dataset
+    num_boost_round: int = NUM_BOOST_ROUND
+    early_stopping_rounds: int = EARLY_STOPPING_ROUNDS
+    max_train_rows: int | None = MAX_TRAIN_ROWS
+    window_mean: bool = False
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.fit_quantiles is not None:
+            object.__setattr__(self, "fit_quantiles", tuple(float(q) for q in self.fit_quantiles))
+        if self.num_boost_round < 1:
+            raise ValueError(f"num_boost_round must be >= 1, got {self.num_boost_round}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["fit_quantiles"] = None if self.fit_quantiles is None else list(self.fit_quantiles)
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> LightGBMConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def fit(data: TrainingData, config: LightGBMConfig) -> LightGBMQuantiles:
+    """``fit_lightgbm_quantiles`` with a ``LightGBMConfig``."""
+    return fit_lightgbm_quantiles(
+        data, seed=config.seed, fit_quantiles=config.fit_quantiles,
+        num_boost_round=config.num_boost_round,
+        early_stopping_rounds=config.early_stopping_rounds,
+        max_train_rows=config.max_train_rows, window_mean=config.window_mean, **config.params)
 
 
 def fit_lightgbm_quantiles(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models.evaluation.evaluate import predict_windows
-from models.evaluation.lightgbm_baseline import LightGBMQuantiles, fit_lightgbm_quantiles
+from models.lightgbm.model import LightGBMQuantiles, fit_lightgbm_quantiles
 from models.windows import SplitArrays, TrainingData
 from tests.model_data import synthetic_training_data
 
@@ -88,3 +88,38 @@ def test_bad_input_is_named() -> None:
     full = synthetic_training_data({"train": 400, "validation": 200, "test": 200}, lookback=10)
     with pytest.raises(ValueError, match="fit_quantiles"):
         fit_lightgbm_quantiles(full, fit_quantiles=(0.9, 0.1))
+
+
+def test_the_artifact_reproduces_the_model_and_loads_as_a_forecaster(planted, tmp_path) -> None:
+    """Saved as boosters' text in the forecasters' artifact layout (no pickle), loaded by
+    ``models.export.load_artifact`` like a torch forecaster: the same numbers, torch out."""
+    from models.export import forecaster_metadata, load_artifact
+    from models.lightgbm import LightGBMConfig, save_lightgbm
+
+    data, model = planted
+    meta = {**data.meta, "target_scale": data.target_scale}
+    cfg = LightGBMConfig(fit_quantiles=(0.1, 0.5, 0.9), num_boost_round=60)
+    path = save_lightgbm(model, tmp_path / "model", metadata=forecaster_metadata(
+        meta, model="lightgbm", precision="fp32", lightgbm_config=cfg.to_dict()))
+    assert sorted(p.name for p in path.iterdir()) == ["boosters.json", "meta.json"]
+    fn, loaded_meta = load_artifact(path / "boosters.json")
+    assert loaded_meta["format"] == "lightgbm"
+    assert loaded_meta["input_names"] == ["static", "observed", "known"]
+    assert LightGBMConfig.from_dict(loaded_meta["lightgbm_config"]) == cfg
+    ds = data.window_dataset("test")
+    b = ds.batch(np.arange(7))
+    out = fn(b["static"], b["observed"], b["known"])
+    assert out.dtype.is_floating_point and tuple(out.shape) == (7, data.horizon, 9)
+    np.testing.assert_allclose(out.numpy(), model.predict(data.splits["test"])[:7],
+                               rtol=0, atol=1e-6)
+
+
+def test_config_round_trips_and_checks() -> None:
+    from models.lightgbm import LightGBMConfig
+
+    cfg = LightGBMConfig(seed=3, fit_quantiles=[0.1, 0.5, 0.9], max_train_rows=None,
+                         params={"num_leaves": 7})
+    assert cfg.fit_quantiles == (0.1, 0.5, 0.9)
+    assert LightGBMConfig.from_dict({**cfg.to_dict(), "unknown": 1}) == cfg
+    with pytest.raises(ValueError, match="num_boost_round"):
+        LightGBMConfig(num_boost_round=0)
