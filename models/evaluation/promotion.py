@@ -132,16 +132,28 @@ def decide(rows: Sequence[Mapping[str, Any]], comparison: PairedComparison,
 def decide_scopes(rows: Sequence[Mapping[str, Any]], comparison: PairedComparison,
                   baselines: Sequence[str], champions: Mapping[str, Mapping[str, Any] | None],
                   refused: Mapping[str, str] | None = None) -> dict[str, Decision]:
-    """One decision per ``family`` in ``rows`` and ``overall``; ``champions`` maps a scope to
-    its champion's row, ``refused`` a scope to why its champion cannot be compared."""
+    """One decision per ``family`` in ``rows``, then ``overall`` among each family's champion
+    after its own decision (its promoted challenger, else its champion that holds, else its
+    rows), so the overall champion is always its family's champion. ``champions`` maps a
+    scope to its champion's row, ``refused`` a scope to why its champion cannot be compared."""
+    refused = dict(refused or {})
     families = sorted({str(r["family"]) for r in rows if r.get("family") is not None})
-    scopes = {f: [r for r in rows if r.get("family") == f] for f in families}
-    scopes[OVERALL] = list(rows)
-    out = {s: decide(rs, comparison, baselines, champions.get(s), s) for s, rs in scopes.items()}
-    for s, why in (refused or {}).items():
-        if s in out:
-            out[s] = Decision(False, out[s].winner, f"comparison refused: {why}", s, "refused")
-    return out
+    out: dict[str, Decision] = {}
+    finalists: list[Mapping[str, Any]] = []
+    for f in families:
+        mine = [r for r in rows if r.get("family") == f]
+        d = decide(mine, comparison, baselines, champions.get(f), f)
+        if f in refused:
+            d = Decision(False, d.winner, f"comparison refused: {refused[f]}", f, "refused")
+        out[f] = d
+        champ = champions.get(f)
+        finalists += ([d.winner] if d.promote and d.winner is not None else
+                      [champ] if champ is not None and f not in refused else mine)
+    overall = decide(finalists, comparison, baselines, champions.get(OVERALL), OVERALL)
+    if OVERALL in refused:
+        overall = Decision(False, overall.winner, f"comparison refused: {refused[OVERALL]}",
+                           OVERALL, "refused")
+    return {**out, OVERALL: overall}
 
 
 def verdict(decision: Decision, has_champion: bool) -> str:

@@ -151,3 +151,18 @@ def test_bars_are_aligned_by_root_and_time_and_other_bars_are_refused():
     c = Bars(np.array(["ES", "ES"]), np.array([1, 2]), np.array([1.0, 2.0]))
     with pytest.raises(PairedComparisonError, match="c was scored on other bars"):
         aligned_pnl({"a": a, "c": c})
+
+
+def test_the_overall_champion_is_always_its_familys_champion():
+    """A newer LightGBM that does not beat its own family's champion is not made overall
+    champion over the TFT either: overall competes among the families' champions."""
+    lgb1, lgb2 = row("foxhunt-lightgbm", 1, "lightgbm"), row("foxhunt-lightgbm", 2, "lightgbm")
+    tft = row("foxhunt-tft", 1, "tft")
+    # lightgbm v2 is as good as v1 (other luck, higher Sharpe); both far above the TFT
+    cmp = comparison({candidate_key(lgb1): skilled(6, 3e-5), candidate_key(lgb2): skilled(5, 3e-5),
+                      candidate_key(tft): skilled(30, 0.5e-5)})
+    assert cmp.sharpe[candidate_key(lgb2)] > cmp.sharpe[candidate_key(lgb1)]
+    ds = decide_scopes([lgb2, tft], cmp, BASELINES, {"lightgbm": lgb1, "tft": tft, "overall": tft})
+    assert not ds["lightgbm"].promote  # v1 holds in its family
+    assert ds["overall"].promote and ds["overall"].winner["version"] == "1"
+    assert ds["overall"].winner["model"] == "foxhunt-lightgbm"
