@@ -66,6 +66,10 @@ def _training_fields(section: str) -> type[dg.Config]:
                                   "improvement before early stopping.")
         max_batches_per_epoch: int = sized(section, "max_batches_per_epoch", 0,
                                            "Cap on optimizer steps per epoch (0: all).")
+        val_windows: int = sized(section, "val_windows", 16_384,
+                                 "Validation windows scored per epoch: a fixed sample when "
+                                 "the split has more (the whole split is scored once at the "
+                                 "end); 0: all, every epoch.")
         seed: int = delegated(TrainConfig, "seed", "Seed of batch order, dropout and weights.")
         use_tuned: bool = Field(default=True, description="Take the newest study's best "
                                 "parameters (FAMILY_tuning) for the fields this config does not set.")
@@ -113,7 +117,8 @@ def train_config(config: ForecasterTrainingConfig, **overrides) -> TrainConfig:
     fields = dict(epochs=config.epochs, batch_size=config.batch_size, lr=config.learning_rate,
                   weight_decay=config.weight_decay, grad_clip=config.grad_clip,
                   patience=config.patience, seed=config.seed,
-                  max_batches_per_epoch=config.max_batches_per_epoch or None)
+                  max_batches_per_epoch=config.max_batches_per_epoch or None,
+                  val_windows=config.val_windows or None)
     return TrainConfig(**{**fields, **overrides})
 
 
@@ -219,8 +224,10 @@ def train_forecaster_asset(
 def _result_metadata(result: Any) -> dict:
     """What the training reached: its best validation loss, epochs, size and speed."""
     last = result.history[-1] if result.history else {}
+    full = getattr(result, "full_val_loss", None)  # epochs scored a sample of the split
     return {
         "val_loss": float(result.best_val_loss),
+        **({"val_loss_full_split": float(full)} if full is not None else {}),
         "epochs": dg.MetadataValue.int(int(result.epochs_run)),
         "parameters": dg.MetadataValue.int(int(result.n_parameters)),
         "training_seconds": round(float(result.training_seconds), 2),

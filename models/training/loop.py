@@ -76,6 +76,10 @@ class TrainConfig:
     seed: int = 0
     max_batches_per_epoch: int | None = None
     max_val_batches: int | None = None
+    #: validation windows scored per epoch: a fixed sample (seed ``VAL_SAMPLE_SEED``, the same
+    #: every epoch, so early stopping compares like with like) when the split has more;
+    #: the full split is scored once, at the end (``TrainResult.full_val_loss``). None: all
+    val_windows: int | None = None
     eval_batch_size: int = 512
     num_threads: int | None = None
     extra_metadata: dict[str, Any] = field(default_factory=dict)
@@ -113,7 +117,20 @@ class TrainResult:
     training_seconds: float
     n_parameters: int
     stopped_early: bool
+    #: the final model's loss on the whole validation split, when epochs scored a sample
+    full_val_loss: float | None = None
 
+
+VAL_SAMPLE_SEED = 0
+
+
+def validation_sample(dataset: WindowDataset, n: int | None) -> WindowDataset:
+    """``dataset`` itself, or a fixed sample of ``n`` of its windows in time order."""
+    if n is None or len(dataset) <= n:
+        return dataset
+    pick = np.sort(np.random.default_rng(VAL_SAMPLE_SEED).choice(len(dataset), n, replace=False))
+    split = replace(dataset.split, window_starts=np.asarray(dataset.split.window_starts)[pick])
+    return WindowDataset(split, dataset.lookback, dataset.horizon, dataset.target_scale)
 
 def lr_at(step: int, total_steps: int, config: TrainConfig) -> float:
     """Learning rate at optimizer step ``step`` (0-based) of ``total_steps``."""
@@ -199,9 +216,16 @@ def train_forecaster(
     try:
         train = _train_members if isinstance(getattr(model, "members", None), nn.ModuleList) \
             else _train
-        return train(model, data, config, device, autocast_dtype,
-                     Path(checkpoint_dir) if checkpoint_dir is not None else None,
-                     resume, on_epoch_end, progress, world or World())
+        world = world or World()
+        result = train(model, data, config, device, autocast_dtype,
+                       Path(checkpoint_dir) if checkpoint_dir is not None else None,
+                       resume, on_epoch_end, progress, world)
+        full = data.window_dataset("validation")
+        if validation_sample(full, config.val_windows) is not full:
+            result.full_val_loss = evaluate_loss(
+                model, full, torch.tensor(model.config.quantiles, dtype=torch.float32),
+                config.eval_batch_size, device, autocast_dtype, world=world)
+        return result
     finally:
         if config.num_threads:
             torch.set_num_threads(previous_threads)
@@ -296,7 +320,8 @@ def _train_members(model, data, config, device, autocast_dtype, checkpoint_dir, 
                               autocast_dtype,
                               checkpoint_dir / f"member-{i}" if checkpoint_dir else None, resume,
                               hook if on_epoch_end is not None else None, progress, world))
-    val_loss = evaluate_loss(model, data.window_dataset("validation"),
+    val_loss = evaluate_loss(model, validation_sample(data.window_dataset("validation"),
+                                                      config.val_windows),
                              torch.tensor(model.config.quantiles, dtype=torch.float32),
                              config.eval_batch_size, device, autocast_dtype,
                              config.max_val_batches, world=world)
@@ -317,7 +342,8 @@ def _start(model: nn.Module, data: TrainingData, config: TrainConfig, device: to
            world: World) -> _Run:
     """Datasets checked, model on its device, optimizer built, and the loop state (fresh,
     or from ``last.safetensors`` when resuming)."""
-    train_ds, val_ds = data.window_dataset("train"), data.window_dataset("validation")
+    train_ds = data.window_dataset("train")
+    val_ds = validation_sample(data.window_dataset("validation"), config.val_windows)
     if len(train_ds) == 0:
         raise ValueError("training split has no windows")
     if len(val_ds) == 0:

@@ -186,3 +186,28 @@ def test_train_on_cuda_with_autocast(data, tmp_path):
     on_gpu = predict_quantiles(model, val, batch_size=64, device=choice.device)
     on_cpu = predict_quantiles(load_checkpoint(result.best_checkpoint)[0], val, batch_size=64)
     np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-3, atol=1e-3)
+
+
+def test_validation_on_a_fixed_sample_then_the_whole_split_once(data):
+    """Epochs score the same sample of validation windows (early stopping compares like with
+    like, at a cost that does not grow with the history); the final model is scored on the
+    whole split once. A sample as large as the split changes nothing."""
+    from models.training.loop import evaluate_loss, validation_sample
+
+    val = data.window_dataset("validation")
+    a, b = validation_sample(val, 50), validation_sample(val, 50)
+    assert len(a) == 50 and np.array_equal(a.split.window_starts, b.split.window_starts)
+    assert np.all(np.diff(a.split.window_starts) > 0)
+    assert set(a.split.window_starts) <= set(val.split.window_starts)
+    assert validation_sample(val, len(val)) is val and validation_sample(val, None) is val
+    cfg = {**FAST, "max_val_batches": None}
+    model = _model(data)
+    sampled = train_forecaster(model, data, TrainConfig(**cfg, val_windows=50))
+    q = torch.tensor(model.config.quantiles)
+    assert sampled.full_val_loss == pytest.approx(evaluate_loss(model, val, q, 64))
+    # the model ends with its best epoch's weights: their loss on the sample is the best
+    assert evaluate_loss(model, a, q, 64) == pytest.approx(sampled.best_val_loss)
+    whole = train_forecaster(_model(data), data, TrainConfig(**cfg))
+    same = train_forecaster(_model(data), data, TrainConfig(**cfg, val_windows=len(val)))
+    assert whole.full_val_loss is None and same.full_val_loss is None
+    assert [r["val_loss"] for r in same.history] == [r["val_loss"] for r in whole.history]
