@@ -124,7 +124,7 @@ def evaluation_rows(family: str, version: str, precision: str, result, context_r
 def composition_equals(family: str, checkpoint: Path) -> str | None:
     """What a model is by construction: a combination (the ensemble) with all its weight on
     one member is that member ("baseline:climatology", "foxhunt-mamba2")."""
-    if not combines(family):
+    if not families.family(family).combines:
         return None
     meta = read_checkpoint_meta(checkpoint)
     member = sole_member(meta.get("extra", meta).get("weights") or {})
@@ -133,11 +133,6 @@ def composition_equals(family: str, checkpoint: Path) -> str | None:
     return ("baseline:climatology" if member == "climatology"
             else families.family(member).registered_name)
 
-
-def combines(family: str) -> bool:
-    """A forecaster made of other forecasters (the ensemble)."""
-    fam = families.family(family)
-    return fam.kind == "forecaster" and bool(fam.members)
 
 
 def _float_or_none(v) -> float | None:
@@ -194,7 +189,7 @@ def production_settings(family: str, storage: FoxhuntStorage, mlflow: MLflowReso
     carry (``models.evaluation.family_candidates``): a forecaster's ``TrainConfig`` (logged to
     MLflow by older trainings), an agent's config, the ensemble's current members."""
     fam = families.family(family)
-    if combines(family):
+    if fam.combines:
         return ensemble_members(storage, mlflow, checkpoint)
     if fam.kind == "agent":
         return _agent_settings(family, mlflow, run_id, checkpoint, device)

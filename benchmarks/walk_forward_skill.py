@@ -115,7 +115,7 @@ def family_candidates(families: list[str], pool: RowPool, profile: str, cache: P
         if family in MODEL_CONFIGS:
             mc, tc = setups[family]
             out.append(forecaster_candidate(name, family, mc, tc, cache_dir=cache))
-        elif fam.kind == "forecaster" and fam.members:  # the ensemble
+        elif fam.combines:  # the ensemble
             members = {f"foxhunt-{f}": forecaster_candidate(f"foxhunt-{f}", f, *setups[f],
                                                             cache_dir=cache)
                        for f in MODEL_CONFIGS}

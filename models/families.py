@@ -53,6 +53,11 @@ class Family:
     def evaluation_asset(self) -> str:
         return f"{self.name}_evaluation"
 
+    @property
+    def combines(self) -> bool:
+        """A forecaster made of other forecasters (the ensemble)."""
+        return self.kind == "forecaster" and bool(self.members)
+
     def resolve(self, attribute: str) -> Any:
         """The class or function ``attribute`` names."""
         ref = getattr(self, attribute)
