@@ -13,7 +13,7 @@ from pydantic import Field
 
 from assets import registration
 from assets.common import code_version_of
-from assets.config_fields import delegated
+from assets.config_fields import delegated, sized
 from assets.interpretability import agent_behaviour
 from assets.training import (
     TRAINING_KW,
@@ -51,6 +51,11 @@ def _agent_fields(cls: type, section: str) -> type[dg.Config]:
         encoder: str = delegated(cls, "encoder", "Window encoder: mlp or conv.")
         seed: int = delegated(cls, "seed", "Seed of the agent and its environments.")
         eval_freq: int = delegated(cls, "eval_freq", "Env steps between validation backtests.")
+        train_rows: int = sized(section, "train_rows", 0, "Most recent train rows (all roots) "
+                                "the agent learns on; its state is computed for those only. "
+                                "0: the whole split.")
+        val_rows: int = sized(section, "val_rows", 0, "Most recent validation rows its "
+                              "backtests score. 0: the whole split.")
         cost_multiplier: float = delegated(EnvConfig, "cost_multiplier",
                                            "Times the root's one-way cost per contract.")
         vec_env: str = delegated(cls, "vec_env", "dummy (in process) or subproc (one process "
@@ -93,7 +98,9 @@ def agent_config(family: str, config: AgentTrainingConfig, device: str):
     env = EnvConfig(cost_multiplier=fields.pop("cost_multiplier"))
     cls = families.family(family).config_class()
     eval_freq = agents.validation_every(fields["total_timesteps"], fields["eval_freq"])
-    return cls.from_dict({**fields, "eval_freq": eval_freq, "device": device, "env": env})
+    rows = {k: fields.pop(k) or None for k in ("train_rows", "val_rows")}
+    return cls.from_dict({**fields, **rows, "eval_freq": eval_freq, "device": device,
+                          "env": env})
 
 
 AGENT_KW = {**TRAINING_KW, "deps": [*TRAINING_KW["deps"], tft_model, mamba2_model]}

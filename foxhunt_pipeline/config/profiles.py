@@ -32,8 +32,11 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
                          "val_windows": 8192},
         # the agents observe the forecasters' quantiles (a ~100-value state), not the window:
         # 20k steps take ~15 s
-        "dqn_agent": {"total_timesteps": 20_000},
-        "ppo_agent": {"total_timesteps": 20_480},  # 20 rollouts of 2 envs x 512 steps
+        # train_rows / val_rows: the most recent rows the agents learn and validate on (their
+        # state is computed for those only): all of 12 or 20 days' (~16k / ~27k train rows)
+        "dqn_agent": {"total_timesteps": 20_000, "train_rows": 40_000, "val_rows": 12_000},
+        # 20 rollouts of 2 envs x 512 steps
+        "ppo_agent": {"total_timesteps": 20_480, "train_rows": 40_000, "val_rows": 12_000},
         "evaluation": {"latency_calls": 200, "bootstrap": 500},
         # walk-forward: 3 folds x 2 test trade dates (12 calendar days hold ~9 trade dates)
         "walk_forward": {"folds": 3, "test_days": 2, "validation_days": 1},
@@ -47,8 +50,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
                       "var_width": 4, "heads": 2, "lstm_layers": 1, "val_windows": 4096},
         "mamba2_model": {"epochs": 2, "max_batches_per_epoch": 15, "hidden": 16, "batch_size": 64,
                          "n_layers": 1, "val_windows": 4096},
-        "dqn_agent": {"total_timesteps": 2_000},
-        "ppo_agent": {"total_timesteps": 2_048},
+        "dqn_agent": {"total_timesteps": 2_000, "train_rows": 20_000, "val_rows": 6_000},
+        "ppo_agent": {"total_timesteps": 2_048, "train_rows": 20_000, "val_rows": 6_000},
         "evaluation": {"latency_calls": 30, "bootstrap": 100},
         "walk_forward": {"folds": 2, "test_days": 1, "validation_days": 1},
         "lightgbm": {"fit_quantiles": [0.1, 0.5, 0.9], "num_boost_round": 60,

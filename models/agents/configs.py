@@ -39,6 +39,12 @@ class AgentConfig:
     # how the n_envs copies step: "dummy" (in this process, best on few cores) or "subproc"
     # (one process each, SB3's SubprocVecEnv: rollouts collected in parallel on a big box)
     vec_env: str = "dummy"
+    # the most recent rows (all roots together, shared evenly) of the train and validation
+    # splits the agent learns and validates on; its state (the forecasters' quantiles) is
+    # computed for those rows only, so a longer history costs the agent nothing more than
+    # its budget of steps can use. None: the whole split
+    train_rows: int | None = None
+    val_rows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
