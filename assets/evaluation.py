@@ -37,6 +37,7 @@ from models.evaluation.walk_forward import (
 )
 from models.training.checkpoint import read_checkpoint_meta
 from models.utc import iso_utc
+from models.windows import recent_rows
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
@@ -79,6 +80,10 @@ class EvaluationConfig(dg.Config):
                                      "not).", section="walk_forward")
     max_test_days: int = delegated(WalkForwardConfig, "max_test_days", "Cap on all folds' "
                                    "test dates together.", section="walk_forward")
+    report_rows: int = sized("evaluation", "report_rows", 0, "Most recent test-split rows "
+                             "(all roots) the production model's own report scores (plots, "
+                             "running cost, model card); the skill claim is the walk-forward. "
+                             "0: the whole split.")
 
 
 def walk_forward_config(config: EvaluationConfig) -> WalkForwardConfig:
@@ -384,8 +389,9 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
 
 def _production_report(family: str, pointer: dict, data, config: EvaluationConfig,
                        out_dir: Path, device: str):
-    """The production model (trained on all data up to its test split) on its test split:
-    plots and running cost."""
+    """The production model (trained on all data up to its test split) on its test split (its
+    most recent ``report_rows``): plots and running cost."""
+    data = recent_rows(data, {"test": config.report_rows or None})
     kwargs = dict(out_dir=out_dir, device=device, cost_multiplier=config.cost_multiplier,
                   latency_calls=config.latency_calls, bootstrap=config.bootstrap, seed=config.seed)
     if families.family(family).kind == "forecaster":

@@ -37,7 +37,9 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "dqn_agent": {"total_timesteps": 20_000, "train_rows": 40_000, "val_rows": 12_000},
         # 20 rollouts of 2 envs x 512 steps
         "ppo_agent": {"total_timesteps": 20_480, "train_rows": 40_000, "val_rows": 12_000},
-        "evaluation": {"latency_calls": 200, "bootstrap": 500},
+        # report_rows: the production model's own test-split report (plots, model card) on
+        # its most recent rows; all of 12 days' ~2.6k
+        "evaluation": {"latency_calls": 200, "bootstrap": 500, "report_rows": 12_000},
         # walk-forward: 3 folds x 2 test trade dates (12 calendar days hold ~9 trade dates)
         "walk_forward": {"folds": 3, "test_days": 2, "validation_days": 1},
         "lightgbm": {"fit_quantiles": [0.1, 0.5, 0.9], "num_boost_round": 100,
@@ -52,7 +54,7 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
                          "n_layers": 1, "val_windows": 4096},
         "dqn_agent": {"total_timesteps": 2_000, "train_rows": 20_000, "val_rows": 6_000},
         "ppo_agent": {"total_timesteps": 2_048, "train_rows": 20_000, "val_rows": 6_000},
-        "evaluation": {"latency_calls": 30, "bootstrap": 100},
+        "evaluation": {"latency_calls": 30, "bootstrap": 100, "report_rows": 6_000},
         "walk_forward": {"folds": 2, "test_days": 1, "validation_days": 1},
         "lightgbm": {"fit_quantiles": [0.1, 0.5, 0.9], "num_boost_round": 60,
                      "max_train_rows": 10_000},

@@ -34,7 +34,7 @@ from models.agents.trading_env import (
     prepare_market_data,
     summarize_backtest,
 )
-from models.windows import ARRAYS, SplitArrays, TrainingData, valid_window_starts
+from models.windows import TrainingData, recent_rows
 
 EvalHook = Callable[[dict[str, Any]], None]
 
@@ -239,25 +239,6 @@ def learn(
         config=config,
         episodes=int(episodes),
     )
-
-
-def recent_rows(data: TrainingData, limits: Mapping[str, int | None]) -> TrainingData:
-    """``data`` with each split named in ``limits`` cut to its most recent rows: ``limit``
-    in all, shared evenly by the roots, each root's rows kept in order (a split with no more
-    rows than that, or a ``None`` limit, is kept whole: the very same object)."""
-    splits = dict(data.splits)
-    for name, limit in limits.items():
-        part = splits.get(name)
-        if part is None or limit is None or part.n_rows <= limit:
-            continue
-        root = np.asarray(part.root_index)
-        roots = np.unique(root)
-        per_root = max(1, int(limit) // roots.size)
-        keep = np.sort(np.concatenate([np.flatnonzero(root == r)[-per_root:] for r in roots]))
-        cut = {a: np.asarray(getattr(part, a))[keep] for a in ARRAYS}
-        splits[name] = SplitArrays(**cut, window_starts=valid_window_starts(
-            cut["segment"], cut["targets"], data.lookback, data.horizon))
-    return TrainingData(meta=data.meta, splits=splits)
 
 
 def train_agent(

@@ -1,12 +1,11 @@
 """The agents learn and validate on the most recent rows their budget can use: a longer
-history costs them no more state to compute (``models.agents.learning.recent_rows``)."""
+history costs them no more state to compute (``models.windows.recent_rows``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from models.agents.learning import recent_rows
-from models.windows import SplitArrays, TrainingData, valid_window_starts
+from models.windows import SplitArrays, TrainingData, recent_rows, valid_window_starts
 
 LOOKBACK, HORIZON = 4, 2
 
