@@ -33,7 +33,7 @@ def test_trade_dates_of_test_bars():
 
 def test_oracle_row_covers_the_test_dates_and_roots_of_the_protocol(tmp_path: Path):
     land_sidecars(tmp_path, DAYS)
-    rows = [pooled("foxhunt-tft", 1.0), pooled("baseline:lightgbm", 0.5, family="baseline")]
+    rows = [pooled("foxhunt-tft", 1.0), pooled("baseline:climatology", 0.5, family="baseline")]
     row, note = oracle_reference(tmp_path, rows)
     want = oracle_summary(tmp_path, start=date(2024, 1, 10), end=date(2024, 1, 11), roots=["ES"])
     whole = oracle_summary(tmp_path)
