@@ -30,10 +30,12 @@ LOCATION = "foxhunt"
 GROUPS = {
     "ingestion": ["raw_bars", "continuous_bars"],
     "features": ["features", "training_dataset"],
-    "training": ["tft_model", "mamba2_model", "dqn_agent", "ppo_agent"],
-    "evaluation": ["tft_evaluation", "mamba2_evaluation", "dqn_evaluation", "ppo_evaluation",
-                   "model_leaderboard"],
-    "quantization": ["tft_quantized", "mamba2_quantized", "dqn_quantized", "ppo_quantized"],
+    "training": ["tft_model", "mamba2_model", "lightgbm_model", "ensemble_model", "dqn_agent",
+                 "ppo_agent"],
+    "evaluation": ["tft_evaluation", "mamba2_evaluation", "lightgbm_evaluation",
+                   "ensemble_evaluation", "dqn_evaluation", "ppo_evaluation", "model_leaderboard"],
+    "quantization": ["tft_quantized", "mamba2_quantized", "ensemble_quantized", "dqn_quantized",
+                     "ppo_quantized"],
 }
 
 
@@ -151,22 +153,38 @@ def browser():
         b.close()
 
 
-def _page(browser, url: str):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+def _page(browser, url: str, viewport: tuple[int, int] = (1600, 1000)):
+    page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
     page.goto(url, wait_until="networkidle", timeout=90_000)
     skip = page.get_by_role("button", name="Skip")
     if skip.count():
         skip.first.click()
+    _close_dialogs(page)
     return page
+
+
+def _close_dialogs(page) -> None:
+    """Close whatever dialog the UI opened on its own (a notice on a new instance): its
+    backdrop would take every click meant for the page (seen in CI, never here)."""
+    for _ in range(5):
+        if not page.locator(".bp5-overlay-backdrop").count():
+            return
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(500)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dialog-left-open.png"))
 
 
 def test_asset_graph_shows_every_asset(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     for group, assets in GROUPS.items():
-        page = _page(browser, f"{server.url}/locations/{LOCATION}/asset-groups/{group}")
-        for asset in assets:
-            page.get_by_text(asset, exact=True).first.wait_for(timeout=60_000)
-        page.screenshot(path=str(ARTIFACTS / f"asset-graph-{group}.png"))
+        # a big screen: the evaluation group (seven assets, two columns) fits without panning
+        page = _page(browser, f"{server.url}/locations/{LOCATION}/asset-groups/{group}", (2560, 2400))
+        try:
+            for asset in assets:
+                page.get_by_text(asset, exact=True).first.wait_for(timeout=60_000)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / f"asset-graph-{group}.png"))
         page.close()
 
 
@@ -266,6 +284,7 @@ def test_tft_model_page_shows_its_plots_and_its_mlflow_link_opens(server, browse
     # Dagster shows markdown over 1000 characters behind "[Show Markdown]", in a dialog
     for label in ("loss_curve", "variable_importance", "attention"):
         row = page.locator("tr", has=page.get_by_text(label, exact=True)).first
+        _close_dialogs(page)
         row.get_by_text("[Show Markdown]").click(timeout=60_000)
         dialog = page.get_by_role("dialog")
         img = dialog.locator('img[src^="data:image/png;base64,"]').first
