@@ -83,8 +83,13 @@ def _files_of(index: pl.DataFrame, day: date) -> pl.DataFrame:
     return index.filter(pl.col("trade_date") == day)
 
 
+#: in every date's key of the volume cache: a change of what a date's volume counts (v2: bars
+#: with volume 0 left out) recomputes the cached dates
+VOLUME_RULE = "v2"
+
+
 def _files_key(rows: pl.DataFrame) -> str:
-    text = "\n".join(f"{s}|{k}" for s, k in sorted(rows.select("source", "stamp").iter_rows()))
+    text = VOLUME_RULE + "\n" + "\n".join(f"{s}|{k}" for s, k in sorted(rows.select("source", "stamp").iter_rows()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

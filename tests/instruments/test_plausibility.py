@@ -210,3 +210,12 @@ def test_every_root_has_a_known_calendar_and_unique_ids():
         assert mcal.get_calendar(name).name
     # ids the models and synthetic data were built with never change
     assert [ROOTS[r].root_id for r in ("ES", "NQ", "ZN", "CL", "GC")] == [0, 1, 2, 3, 4]
+
+
+def test_bars_with_volume_0_do_not_make_a_contract_front():
+    """Bars with volume 0 are no sign that a contract trades (issue 39): the nearest contract
+    is not the first front when its only bars have volume 0; the one that trades is."""
+    d = weekdays(date(2024, 1, 8), 3)
+    raw = raw_frame([(day, {"ESH4": 0, "ESM4": 900}) for day in d]).collect()
+    cont, rolls = build_continuous(raw.lazy())
+    assert rolls.height == 0 and cont["symbol"].unique().to_list() == ["ESM4"]
