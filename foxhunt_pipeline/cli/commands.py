@@ -22,6 +22,7 @@ import click
 from foxhunt_pipeline.cli.errors import one_line
 from foxhunt_pipeline.cli.instance import get_instance
 from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
+from foxhunt_pipeline.cli.quiet import route_library_output
 from foxhunt_pipeline.config import home_profile
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.profiles import PROFILE_ENV
@@ -31,7 +32,9 @@ from foxhunt_pipeline.config.settings import load_settings
 def _paths(home: str | None) -> FoxhuntPaths:
     if home:
         os.environ["FOXHUNT_HOME"] = str(Path(home).expanduser().resolve())
-    return FoxhuntPaths.from_env().ensure()
+    paths = FoxhuntPaths.from_env().ensure()
+    route_library_output(paths.home)  # libraries' warnings and progress bars: the home's log file
+    return paths
 
 
 home_option = click.option(

@@ -15,6 +15,7 @@ import dagster as dg
 from assets.common import WARNINGS
 from assets.ingestion import HELD_BACK
 from foxhunt_pipeline.automation import RANGE_END, RANGE_START
+from foxhunt_pipeline.cli import quiet
 from foxhunt_pipeline.cli.console import console_without_traces
 from foxhunt_pipeline.cli.errors import project_error
 from foxhunt_pipeline.cli.instance import get_instance
@@ -88,6 +89,8 @@ def materialize_selection(
     # and the other commands that use this module without materializing start without them
     from foxhunt_pipeline.definitions import defs
 
+    if quiet.is_routed():
+        quiet.route_library_output(paths.home)  # MLflow, imported with the definitions, set its own handler
     load_settings(profile=profile)  # run configs take their size defaults from it
 
     instance = get_instance(paths)
