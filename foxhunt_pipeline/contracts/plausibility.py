@@ -9,10 +9,11 @@ outage) must. A bar is judged against fresh prices only:
   long before that, and a 2x price, a slipped decimal or a 1000x print are far beyond it;
 * *a jump the next bars do not confirm*: a bar that continues its session (the previous
   bar is of the same session, with no hole in between: ``instruments.sessions``) whose
-  true range exceeds ``multiple`` x the median range of the ``window`` bars before it is a
-  jump; it is a bad print when the median close of the next ``CONFIRM_BARS`` bars of its
-  session gives back more than half of it (it reverts), or when no later bar of the
-  session exists to confirm it. A jump that stays is news;
+  true range exceeds ``multiple`` x the median range of the ``window`` bars before it, or
+  ``JUMP_DAILY_MOVES`` typical daily moves of its root (a busy session's median range is
+  wide), is a jump; it is a bad print when the median close of the next ``CONFIRM_BARS``
+  bars of its session gives back more than half of it (it reverts), or when no later bar
+  of the session exists to confirm it. A jump that stays is news;
 * *the first bar after a session open or a hole* has no fresh close to compare with: it is
   judged on its own range, a bad print beyond ``OPENING_DAILY_MOVES`` x the root's typical
   daily move (``daily_vol`` of ``instruments.ROOTS`` x its price: an opening bar carries
@@ -48,6 +49,9 @@ CONFIRM_SHARE = 0.5
 MAX_LOG_MOVE = 0.25
 #: an opening bar's own range beyond this many typical daily moves of its root is a bad print
 OPENING_DAILY_MOVES = 10.0
+#: a bar moving this many typical daily moves of its root in a minute is a jump however busy
+#: the session (a CPI bar moves ES about two); it is a bad print if the next bars undo it
+JUMP_DAILY_MOVES = 3.0
 
 FLAGGED_COLUMNS = {"true_range": pl.Float64, "typical_range": pl.Float64, "reason": pl.String}
 
@@ -88,11 +92,13 @@ def price_jumps(
     up = (hi - pl.col("_prev")) >= (pl.col("_prev") - lo)
     move = pl.when(up).then(hi - pl.col("_prev")).otherwise(lo - pl.col("_prev"))
     kept = (pl.col("_later") - pl.col("_prev")) / move
-    jump = ~pl.col("_open") & pl.col("typical_range").is_not_null() & (pl.col("true_range") > multiple * pl.col("_floor"))
-    reverts = jump & (pl.col("_later").is_null() | (kept < CONFIRM_SHARE))
     scale = multiple / DEFAULT_JUMP_MULTIPLE
-    far = pl.max_horizontal((hi / pl.col("_prev")).log().abs(), (lo / pl.col("_prev")).log().abs()) > MAX_LOG_MOVE * scale
     day_move = pl.col("root").replace_strict(daily, default=None, return_dtype=pl.Float64) * close
+    jump = ~pl.col("_open") & (
+        (pl.col("typical_range").is_not_null() & (pl.col("true_range") > multiple * pl.col("_floor")))
+        | (pl.col("true_range") > JUMP_DAILY_MOVES * scale * day_move).fill_null(False))
+    reverts = jump & (pl.col("_later").is_null() | (kept < CONFIRM_SHARE))
+    far = pl.max_horizontal((hi / pl.col("_prev")).log().abs(), (lo / pl.col("_prev")).log().abs()) > MAX_LOG_MOVE * scale
     wide_open = pl.col("_open") & (hi - lo > OPENING_DAILY_MOVES * scale * day_move).fill_null(False)
     unconfirmed_open = (pl.col("_open") & pl.col("typical_range").is_not_null()
                         & ((pl.col("_later") - close).abs() > multiple * pl.col("_floor")).fill_null(False))

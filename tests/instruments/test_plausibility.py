@@ -219,3 +219,15 @@ def test_bars_with_volume_0_do_not_make_a_contract_front():
     raw = raw_frame([(day, {"ESH4": 0, "ESM4": 900}) for day in d]).collect()
     cont, rolls = build_continuous(raw.lazy())
     assert rolls.height == 0 and cont["symbol"].unique().to_list() == ["ESM4"]
+
+
+def test_a_spike_in_a_busy_session_is_judged_against_the_roots_daily_move():
+    """ES in its cash session ranges 10 points a minute: a 5% print (240 points, 24x) is no
+    jump by the recent range, but it is some four daily moves of ES, and reverts."""
+    busy = _bars([4800.0 + 2.5 * (i % 5) for i in range(120)], _minutes(120), half_range=5.0)
+    assert price_jumps(busy).height == 0
+    spike = _scaled(busy, 1.05, range(70, 71))
+    assert price_jumps(spike)["ts_event"].to_list() == _times(busy, 70)
+    stays = busy.with_columns(pl.when(pl.int_range(pl.len()) >= 70).then(pl.col(c) * 1.05).otherwise(pl.col(c))
+                              for c in ("open", "high", "low", "close"))
+    assert price_jumps(stays).height == 0  # news that stays is news, however large
