@@ -81,11 +81,13 @@ def price_jumps(
         true_range=pl.when(pl.col("_open")).then(hi - lo)
         .otherwise(pl.max_horizontal(hi, "_prev") - pl.min_horizontal(lo, "_prev")),
     )
-    later = pl.concat_list([close.shift(-k).over(*keys, "_run") for k in range(1, CONFIRM_BARS + 1)])
+    run = [*keys, "_run"]
+    # the median close of the next CONFIRM_BARS bars of the run (a rolling median read backwards)
+    later = close.shift(-1).over(run).reverse().rolling_median(CONFIRM_BARS, min_samples=1).reverse().over(run)
     df = df.with_columns(
         typical_range=pl.col("true_range").rolling_median(window_size=window, min_samples=max(2, min(window, 10)))
         .shift(1).over(keys),
-        _later=later.list.drop_nulls().list.median(),
+        _later=later,
     ).with_columns(_floor=pl.max_horizontal(
         "typical_range", pl.col("root").replace_strict(ticks, default=0.0, return_dtype=pl.Float64)))
     # the fresh bar's jump: from the previous close to the farther of its high and low

@@ -212,15 +212,14 @@ def new_stretch(frame: pl.DataFrame, by: tuple[str, ...] = ("root", "contract_se
         return out
     ts = pl.col("ts_event").dt.epoch("ns")
     cols = frame.select(pl.col("root"), ts.alias("_t"), ts.shift(1).over(list(by)).alias("_p"))
-    prev = cols["_p"].to_numpy()
+    has_prev = cols["_p"].is_not_null().to_numpy()
+    prev = cols["_p"].fill_null(0).to_numpy()
     t = cols["_t"].to_numpy()
-    roots = cols["root"].to_numpy()
-    has_prev = ~np.isnan(prev) if prev.dtype.kind == "f" else np.ones(n, dtype=bool)
-    prev = np.nan_to_num(prev).astype(np.int64) if prev.dtype.kind == "f" else prev.astype(np.int64)
-    for root in np.unique(roots[has_prev]):
-        idx = np.flatnonzero(has_prev & (roots == root))
-        quiet = open_ns_between(str(root), prev[idx] + bar_seconds * 10**9, t[idx])
-        out[idx] = quiet > quiet_limit(str(root)) * MINUTE_NS
+    for root in cols["root"].unique().to_list():
+        idx = np.flatnonzero((cols["root"] == root).to_numpy() & has_prev)
+        if idx.size:
+            quiet = open_ns_between(str(root), prev[idx] + bar_seconds * 10**9, t[idx])
+            out[idx] = quiet > quiet_limit(str(root)) * MINUTE_NS
     return out
 
 
