@@ -119,12 +119,16 @@ def _fmt(v: object) -> str:
 #: metadata key of the warnings a person should read (a JSON list of lines); ``foxhunt
 #: materialize`` prints them under the run's summary line
 WARNINGS = "warnings"
+#: a log record attribute: the line is in the ``warnings`` metadata too, so the command
+#: line's console logger leaves it to the run summary (printed once, not twice)
+IN_SUMMARY = "foxhunt_in_summary"
 
 
 def report_warnings(context, lines: list[str]) -> dict:
-    """Log each warning and return the metadata entry holding them (empty when none)."""
+    """Log each warning (the run's event log, the UI) and return the metadata entry holding
+    them (empty when none), which ``foxhunt materialize`` prints under the run's line."""
     for line in lines:
-        context.log.warning(line)
+        context.log.warning(line, extra={IN_SUMMARY: True})
     return {WARNINGS: dg.MetadataValue.json(list(lines))} if lines else {}
 
 

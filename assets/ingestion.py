@@ -48,6 +48,7 @@ def window_dates(context: dg.AssetExecutionContext) -> tuple[date, date]:
 RAW_CHECK = "raw_bars_contract"
 CONTINUOUS_CHECK = "continuous_bars_contract"
 PRICE_JUMP_CHECK = "continuous_bars_price_jumps"
+HELD_BACK = "held_back"  # the price-jump check's (root, date) pairs not stored, one line
 
 
 class ContinuousBarsConfig(dg.Config):
@@ -186,10 +187,11 @@ def _ingest(context: dg.AssetExecutionContext, storage: FoxhuntStorage, key: str
         ),
         dg.AssetCheckSpec(
             PRICE_JUMP_CHECK, asset="continuous_bars", blocking=False,
-            description="bars whose range exceeds price_jump_multiple x the median range of the "
-            "previous price_jump_window bars of the same contract (likely bad prints): their dates "
-            "are not stored (the previous version stays) and the check fails naming bar, root and "
-            "file; the other dates flow on",
+            description="likely bad prints (contracts.plausibility: a jump beyond price_jump_multiple x "
+            "the recent range that the next bars do not confirm, a move no market makes, an opening "
+            "bar far too wide): the flagged root is not stored on that date (its previous version "
+            "stays) and the check fails naming root, date, bar and file; the other roots and dates "
+            "flow on",
         ),
     ],
     description="One front-month series per root rolled by volume (see foxhunt_pipeline.instruments.rolls "
@@ -237,7 +239,8 @@ def _stale_note(stale: list[date]) -> str:
 
 
 def _price_jump_result(build, config: ContinuousBarsConfig) -> dg.AssetCheckResult:
-    """The price-jump check: the dates it kept from being stored and the first flagged bars."""
+    """The price-jump check: the roots and dates it kept from being stored and the first
+    flagged bars."""
     blocked = "; ".join(build.blocked.values())
     return dg.AssetCheckResult(
         check_name=PRICE_JUMP_CHECK,
@@ -247,7 +250,8 @@ def _price_jump_result(build, config: ContinuousBarsConfig) -> dg.AssetCheckResu
         metadata={
             "flagged_rows": dg.MetadataValue.int(build.jumps),
             "blocked_dates": ", ".join(map(str, build.blocked)),
-            "message": blocked or "no bar beyond the threshold",
+            HELD_BACK: build.held_back,
+            "message": blocked or "no likely bad print",
             "multiple": config.price_jump_multiple,
             "window": dg.MetadataValue.int(config.price_jump_window),
             "first_flagged": dg.MetadataValue.md(markdown_table(build.first_jumps, 20)),

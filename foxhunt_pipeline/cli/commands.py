@@ -22,6 +22,7 @@ import click
 from foxhunt_pipeline.cli.errors import one_line
 from foxhunt_pipeline.cli.instance import get_instance
 from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
+from foxhunt_pipeline.cli.quiet import route_library_output
 from foxhunt_pipeline.config import home_profile
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.profiles import PROFILE_ENV
@@ -31,7 +32,9 @@ from foxhunt_pipeline.config.settings import load_settings
 def _paths(home: str | None) -> FoxhuntPaths:
     if home:
         os.environ["FOXHUNT_HOME"] = str(Path(home).expanduser().resolve())
-    return FoxhuntPaths.from_env().ensure()
+    paths = FoxhuntPaths.from_env().ensure()
+    route_library_output(paths.home)  # libraries' warnings and progress bars: the home's log file
+    return paths
 
 
 home_option = click.option(
@@ -84,16 +87,33 @@ def main() -> None:
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--random-walk", is_flag=True, help="Remove every predictable component (lookahead guard data).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: $FOXHUNT_HOME/landing.")
+@click.option("--outage", multiple=True, metavar="START/END[@ROOTS]",
+              help="No bars in this UTC span (every root, or the roots named), e.g. 2024-01-10T08:00/2024-01-10T14:00.")
+@click.option("--news", multiple=True, metavar="ROOT@TIME:SIZE",
+              help="A news jump that persists, e.g. CL@2024-01-10T13:30:+3%.")
+@click.option("--bad-print", multiple=True, metavar="ROOT@TIME:FACTOR",
+              help="One bar printed at FACTOR x its prices, then back, e.g. ES@2024-01-10T15:00:1000.")
+@click.option("--holiday-session", multiple=True, metavar="DATE[:SHARE]",
+              help="A thin session (SHARE of the usual volume, default 0.05) on this trade date.")
 @home_option
-def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
-    """Write synthetic Databento-style DBN files (one zstd file per UTC day)."""
+def generate(days, roots, schema, start, seed, random_walk, out, outage, news, bad_print, holiday_session,
+             home) -> None:
+    """Write synthetic Databento-style DBN files (one zstd file per UTC day). The event options
+    (repeatable, UTC times) add what real data has and a default run never makes; without them
+    the files are the same for the same seed."""
+    from foxhunt_pipeline.synthetic import events as market_events
     from foxhunt_pipeline.synthetic.generate import generate as gen
 
+    try:
+        events = market_events.parse(outage, news, bad_print, holiday_session)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
     paths = _paths(home)
     out = out or paths.landing
     written = gen(
         out, days=days, roots=tuple(r.strip().upper() for r in roots.split(",") if r.strip()),
         schema=schema, start=start.date(), seed=seed, random_walk=random_walk, progress=sys.stderr.isatty(),
+        events=events or None,
     )
     click.echo(f"wrote {len(written)} files to {out}")
     click.echo(_oracle_line(out, start.date(), start.date() + timedelta(days=max(days - 1, 0))))

@@ -1,6 +1,8 @@
 """The console log of runs started from the shell: Dagster's usual lines, but a failed
-step shows its error's first line, not its stack trace. The run summary says what failed
-and why in one line; the full trace stays in the run's event log (``foxhunt ui``)."""
+step shows its error's first line, not its stack trace, and a data warning that the run
+summary prints (``warning: ...`` under the run's line) is not printed a second time. The
+run summary says what failed and why in one line; the full trace stays in the run's event
+log (``foxhunt ui``)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import sys
 
 import dagster as dg
 
+from assets.common import IN_SUMMARY
+
 _TRACE_MARKERS = ("\nStack Trace:", "\nThe above exception")
 
 
 class _NoTraces(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, IN_SUMMARY, False):
+            return False
         message = record.getMessage()
         cut = min((i for i in (message.find(m) for m in _TRACE_MARKERS) if i >= 0), default=-1)
         if cut >= 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,9 @@ from typing import Any
 import dagster as dg
 
 from assets.common import WARNINGS
+from assets.ingestion import HELD_BACK
 from foxhunt_pipeline.automation import RANGE_END, RANGE_START
+from foxhunt_pipeline.cli import quiet
 from foxhunt_pipeline.cli.console import console_without_traces
 from foxhunt_pipeline.cli.errors import project_error
 from foxhunt_pipeline.cli.instance import get_instance
@@ -87,6 +89,8 @@ def materialize_selection(
     # and the other commands that use this module without materializing start without them
     from foxhunt_pipeline.definitions import defs
 
+    if quiet.is_routed():
+        quiet.route_library_output(paths.home)  # MLflow, imported with the definitions, set its own handler
     load_settings(profile=profile)  # run configs take their size defaults from it
 
     instance = get_instance(paths)
@@ -110,7 +114,15 @@ def materialize_selection(
         ok &= _materialize_dated(runs, paths, dated, spans, date_from, date_to)
     if rest:
         ok &= _materialize_rest(runs, paths, rest, run_config)
+    if runs.held:
+        echo(held_back_line(list(runs.held)))
     return ok
+
+
+def held_back_line(held: list[str]) -> str:
+    """The one line a script reads at the end: what was held back, and that the rest is stored."""
+    return (f"held back (likely bad prints, not stored; see continuous_bars_price_jumps above): "
+            f"{', '.join(held)}; every other root and date is stored")
 
 
 def _dated_and_rest(graph, keys: set, raw_key) -> tuple[list, list]:
@@ -143,6 +155,7 @@ class _Runs:
     instance: Any
     tags: dict
     echo: Echo
+    held: dict[str, None] = field(default_factory=dict)  # "ROOT DATE" held back by a check
 
     def execute(self, selection: list, *, tags: dict | None = None,
                 run_config: dict | None = None, partition_key: str | None = None):
@@ -190,7 +203,7 @@ def _materialize_dated(runs: _Runs, paths: FoxhuntPaths, dated: list, spans: lis
         for first, last in spans:
             t0 = time.perf_counter()
             res = runs.execute(dated, tags={RANGE_START: first, RANGE_END: last})
-            good &= _report(res, f"{names} [{first} .. {last}]", t0, runs.echo)
+            good &= _report(res, f"{names} [{first} .. {last}]", t0, runs.echo, runs.held)
         return good
 
     ok = True
@@ -313,13 +326,18 @@ def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:
     return [p for p in partitions if p not in done]
 
 
-def _report(result, label: str, t0: float, echo: Echo) -> bool:
+def _report(result, label: str, t0: float, echo: Echo, held: dict[str, None] | None = None) -> bool:
     """One line per run, then what failed: each failed check with its reason and first
     failing rows, each failed step with the project's own error (not Dagster's wrapper,
-    not the innermost library exception)."""
+    not the innermost library exception). The (root, date) pairs a check held back are
+    added to ``held``."""
     evaluations = [e.event_specific_data for e in result.all_events
                    if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
                    and not e.event_specific_data.passed]
+    if held is not None:
+        for c in evaluations:
+            line = getattr((c.metadata or {}).get(HELD_BACK), "value", None)
+            held.update(dict.fromkeys(x.strip() for x in str(line or "").split(",") if x.strip()))
     # a WARN check (e.g. continuous_bars_price_jumps) is reported, but does not fail the run
     failed_checks = [c for c in evaluations if c.severity == dg.AssetCheckSeverity.ERROR]
     warnings = [c for c in evaluations if c.severity != dg.AssetCheckSeverity.ERROR]

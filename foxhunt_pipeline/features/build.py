@@ -1,6 +1,7 @@
 """``build_features``: continuous bars -> the features table (docs/contracts.md).
 
-Per root: regular grid -> cut into stretches (a roll or a missing session starts one) ->
+Per root: cut into stretches (a roll, a missing session or an outage inside one starts one:
+``instruments.sessions``) -> regular grid within each ->
 building blocks -> feature stages -> targets -> drop each stretch's warm-up rows ->
 known-future and static inputs. Roots are processed one at a time so a root's rolling state never
 depends on another root's rows and memory stays one root wide.
@@ -13,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import date
 
+import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.features.calendar_inputs import KNOWN_NAMES, ROLL_LEAD_DAYS, with_known_inputs
@@ -29,7 +31,7 @@ from foxhunt_pipeline.features.library import (
 )
 from foxhunt_pipeline.features.static_inputs import STATIC_NAMES, static_exprs
 from foxhunt_pipeline.features.targets import target_exprs, target_names
-from foxhunt_pipeline.instruments.sessions import stretch_numbers
+from foxhunt_pipeline.instruments.sessions import Hole, new_stretch, session_holes
 from foxhunt_pipeline.instruments.specs import spec
 
 log = logging.getLogger(__name__)
@@ -164,8 +166,14 @@ class ShortStretch:
 
 
 def root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig,
-                   short: list[ShortStretch] | None = None) -> pl.DataFrame | None:
-    """One root's features; the stretches shorter than the warm-up are appended to ``short``."""
+                   short: list[ShortStretch] | None = None,
+                   holes: list[Hole] | None = None) -> pl.DataFrame | None:
+    """One root's features (``bars`` in time order); the stretches shorter than the warm-up
+    are appended to ``short``, the holes inside sessions that cut a stretch to ``holes``."""
+    starts = new_stretch(bars, bar_seconds=cfg.bar_seconds)
+    if holes is not None:
+        holes += session_holes(bars, starts, cfg.bar_seconds)
+    bars = bars.with_columns(_stretch=pl.Series(np.cumsum(starts), dtype=pl.Int32))
     grid = (
         regular_grid(bars, cfg.bar_seconds)
         if cfg.fill_grid
@@ -176,7 +184,6 @@ def root_features(bars: pl.DataFrame, root: str, cfg: FeatureConfig,
         _sm=session_minute_expr(),
         _roll_lead=pl.lit(float(ROLL_LEAD_DAYS[spec(root).asset_class])),
     )
-    grid = grid.join(stretch_numbers(grid), on=["root", "_td"], how="left", maintain_order="left")
     grid = grid.with_columns(_cpos=pl.int_range(pl.len(), dtype=pl.Int64).over("contract_seq"))
     parts = []
     for stretch in grid.partition_by("contract_seq", "_stretch", maintain_order=True):

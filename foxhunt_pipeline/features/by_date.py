@@ -40,6 +40,8 @@ from foxhunt_pipeline.features.build import ShortStretch, check_continuous, root
 from foxhunt_pipeline.features.dataset_dates import summarise_features
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.features.library import FeatureConfig
+from foxhunt_pipeline.instruments.rolls import trade_date
+from foxhunt_pipeline.instruments.sessions import Hole, quiet_limit
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.storage import artifact_sync as sync
 from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
@@ -118,13 +120,15 @@ class ContinuousDates:
 def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None = None,
                   validate: Callable[[pl.DataFrame], bool] | None = None,
                   short: list[ShortStretch] | None = None, spans: list[Span] | None = None,
+                  holes: list[Hole] | None = None,
                   ) -> Iterator[tuple[Span, pl.DataFrame | None, bool]]:
     """(segment, its features rows of the dates in [start, end] or None, passed), one
     segment at a time in the order they end. ``validate`` sees the whole stretch computed
     (from the segment's first date to the date after ``end``): the contract's rule that
     targets are null only at the end of the data holds there, not on a range cut out of a
     longer segment. Stretches of those dates too short for the warm-up are appended to
-    ``short``. ``spans``: the run's segments (default: those of the fronts table)."""
+    ``short``, holes inside their sessions (an outage) to ``holes``. ``spans``: the run's
+    segments (default: those of the fronts table)."""
     cfg = cfg or FeatureConfig()
     if spans is None:
         spans = segment_spans(continuous_dates.read_fronts(root), start, end)
@@ -137,10 +141,13 @@ def feature_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None
             yield span, None, True
             continue
         found: list[ShortStretch] = []
-        out = root_features(check_continuous(bars), span.root, cfg, found)
+        cut: list[Hole] = []
+        out = root_features(check_continuous(bars), span.root, cfg, found, cut)
         del bars
         if short is not None:
             short += [s for s in found if s.last >= start and s.first <= end]
+        if holes is not None:
+            holes += [h for h in cut if start <= _trade_date(h.first_after) <= end]
         if out is None:
             yield span, None, True
             continue
@@ -172,6 +179,27 @@ def short_notes(short: list[ShortStretch], warmup: int, start: date, end: date) 
         out.append((lo, f"features {lo} .. {hi}: {root} has no features on the dates of {len(mine)} "
                         f"contract stretch(es) shorter than the {warmup}-bar warm-up ({listed}{more}); "
                         f"land more of {root}'s sessions around them to get features there"))
+    return out
+
+
+def _trade_date(ts) -> date:
+    return pl.select(trade_date(pl.lit(ts))).item()
+
+
+def hole_notes(holes: list[Hole], shown: int = 4) -> list[tuple[date, str]]:
+    """One warning per root with holes inside its sessions: their start and end, and that
+    nothing was filled or computed across them."""
+    out = []
+    for root in sorted({h.root for h in holes}):
+        mine = sorted((h for h in holes if h.root == root), key=lambda h: h.last_before)
+        listed = "; ".join(f"{h.last_before:%Y-%m-%d %H:%M} .. {h.first_after:%Y-%m-%d %H:%M} UTC "
+                           f"({h.open_minutes:.0f} min)" for h in mine[:shown])
+        more = f"; and {len(mine) - shown} more" if len(mine) > shown else ""
+        day = _trade_date(mine[0].first_after)
+        out.append((day, f"features: {root} has {len(mine)} hole(s) inside its sessions, more open market "
+                         f"without a bar than its {quiet_limit(root)}-minute no-trade limit ({listed}{more}): "
+                         f"not filled, and no feature, return or target spans them (each restarts the "
+                         f"warm-up)"))
     return out
 
 
@@ -301,10 +329,11 @@ def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None =
     cfg = cfg or FeatureConfig()
     build = FeatureBuild()
     short: list[ShortStretch] = []
+    holes: list[Hole] = []
     spans = segment_spans(continuous_dates.read_fronts(root), start, end)
     buffer = _DateBuffer(root, spans, build, spill_bytes)
     try:
-        for span, frame, passed in feature_dates(root, start, end, cfg, validate, short, spans):
+        for span, frame, passed in feature_dates(root, start, end, cfg, validate, short, spans, holes):
             buffer.add(span, frame, passed)
         buffer.finish()
     finally:
@@ -313,7 +342,8 @@ def build_dates(root: UPath, start: date, end: date, cfg: FeatureConfig | None =
         if start <= day <= end and day not in buffer.pending:
             trade_dates.replace_date(root, TABLE, day, [])
     build.notes += short_notes(short, cfg.warmup_bars, start, end)
+    build.notes += hole_notes(holes)
     return build
 
 
-__all__ = ["FeatureBuild", "Span", "build_dates", "feature_dates", "segment_spans", "short_notes"]
+__all__ = ["FeatureBuild", "Span", "build_dates", "feature_dates", "hole_notes", "segment_spans", "short_notes"]

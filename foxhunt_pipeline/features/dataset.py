@@ -25,7 +25,7 @@ import polars as pl
 
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.rolls import trade_date_bounds
-from foxhunt_pipeline.instruments.sessions import stretch_numbers
+from foxhunt_pipeline.instruments.sessions import new_stretch
 from foxhunt_pipeline.instruments.specs import spec
 from models.utc import UTC_OFFSET, iso_utc
 from models.windows import (
@@ -165,23 +165,38 @@ def _split_label(bounds: dict[str, list]) -> pl.Expr:
 
 @dataclass(frozen=True)
 class Segments:
-    """A window never spans a roll or a missing session: its rows share (root,
-    contract_seq, stretch) (``instruments.sessions``), numbered here in sorted order."""
+    """A window never spans a roll or a hole in the data: its rows share (root,
+    contract_seq, stretch) (``instruments.sessions``: a missing session, or more open market
+    without a bar than the root's normal no-trade gap), numbered here in sorted order."""
 
-    stretch_of: dict[tuple[str, date], int]  # (root, trade date) -> stretch
+    starts: dict[str, np.ndarray]  # root -> ts_event (ns) of the first row of each stretch
     segment_of: dict[tuple[str, int, int], int]  # (root, contract_seq, stretch) -> segment
     roots: list[str]  # in sorted order
 
     @classmethod
-    def of(cls, seg_dates: pl.DataFrame) -> Segments:
-        """From the distinct (root, contract_seq, _date) of the features."""
-        stretch_of = {(r, d): k for r, d, k in stretch_numbers(seg_dates, "_date").iter_rows()}
-        segments = sorted({(r, q, stretch_of[(r, d)]) for r, q, d in seg_dates.iter_rows()})
+    def of(cls, rows: pl.DataFrame) -> Segments:
+        """From the (root, contract_seq, ts_event) of every features row."""
+        rows = rows.select("root", "contract_seq", "ts_event").sort("root", "ts_event")
+        rows = rows.with_columns(_new=pl.Series(new_stretch(rows), dtype=pl.Boolean))
+        starts: dict[str, np.ndarray] = {}
+        keys: list[tuple[str, int, int]] = []
+        for (root,), g in rows.partition_by("root", as_dict=True, maintain_order=True).items():
+            ts = g.get_column("ts_event").dt.epoch("ns").to_numpy()
+            starts[str(root)] = ts[g.get_column("_new").to_numpy()]
+            stretch = np.cumsum(g.get_column("_new").to_numpy()) - 1
+            pairs = pl.DataFrame({"q": g.get_column("contract_seq"), "k": stretch}).unique()
+            keys += [(str(root), int(q), int(k)) for q, k in pairs.iter_rows()]
+        segments = sorted(keys)
         roots = list(dict.fromkeys(r for r, _, _ in segments))
-        return cls(stretch_of, {key: i for i, key in enumerate(segments)}, roots)
+        return cls(starts, {key: i for i, key in enumerate(segments)}, roots)
 
-    def number(self, root: str, seq: int, day: date) -> int:
-        return self.segment_of[(root, seq, self.stretch_of[(root, day)])]
+    def number(self, root: str, seq: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """The segment of each row of ``root`` (its ``contract_seq`` and ``ts_event`` in ns)."""
+        stretch = np.searchsorted(self.starts[root], np.asarray(ts, np.int64), side="right") - 1
+        pairs = np.stack([np.asarray(seq, np.int64), stretch], axis=1)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        ids = np.asarray([self.segment_of[(root, int(q), int(k))] for q, k in uniq], np.int32)
+        return ids[inverse.reshape(-1)]
 
 
 def rows_after_embargo(rows: Mapping[tuple[str, str], int], roots: list[str], cfg: DatasetConfig,
@@ -316,9 +331,8 @@ def _fill(a: dict, part: pl.DataFrame, offset: int, ri: int, root: str, inputs: 
         for k, v in block.items():
             a[k][at] = v
         a["ts_event"][at] = chunk.get_column("ts_event").dt.epoch("ns").to_numpy()
-        a["segment"][at] = [inputs.segments.number(root, q, d) for q, d in
-                            zip(chunk.get_column("contract_seq").to_list(),
-                                chunk.get_column("_date").to_list(), strict=True)]
+        a["segment"][at] = inputs.segments.number(root, chunk.get_column("contract_seq").to_numpy(),
+                                                  a["ts_event"][at])
         a["root_index"][at] = ri
 
 
@@ -417,7 +431,7 @@ def build_training_dataset(
         raise DatasetError("features table is empty: no dates available")
     bounds = split_bounds(per_date, cfg)
     lf = lf.with_columns(_split=_split_label(bounds))
-    segments = Segments.of(lf.select("root", "contract_seq", "_date").unique().collect())
+    segments = Segments.of(lf.select("root", "contract_seq", "ts_event").collect())
     counts = dict(((sp, r), n) for sp, r, n in lf.group_by("_split", "root").len().collect().iter_rows())
     mean, std, train_span = _train_moments(lf, cols.observed)
     mean, std = guarded_moments(mean, std)

@@ -283,10 +283,12 @@ class _SplitPlan:
         """Rows [start, unit.hi) of the unit's block."""
         r, d, hi = unit.root, unit.day, unit.hi
         s = ctx.by_block[d]
-        segment = ctx.segments.number(r, unit.seq, d)
-        self.pieces.append([ctx.block_of[d], start, hi, ri, segment])
+        seg = ctx.segments.number(r, np.full(hi - start, unit.seq), s["ts"][start:hi])
+        cuts = [0, *(np.flatnonzero(np.diff(seg)) + 1).tolist(), seg.size]  # a hole inside the date
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            self.pieces.append([ctx.block_of[d], start + a, start + b, ri, int(seg[a])])
         self.ts.append(s["ts"][start:hi])
-        self.seg.append(np.full(hi - start, segment, np.int32))
+        self.seg.append(seg)
         self.root_index.append(np.full(hi - start, ri, np.int16))
         self.target_finite.append(s["target_finite"][start:hi][:, ctx.t_idx].all(axis=1))
         self.dates.append(d)
@@ -348,9 +350,7 @@ def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[st
     bounds = split_bounds(per_date, cfg)
     split_of = {d: name for name in SPLITS for d in bounds[name]}
     units = _units(with_rows)
-    seg_dates = pl.DataFrame([(u.root, u.seq, u.day) for u in units], schema={"root": pl.String, "contract_seq": pl.Int64,
-                                                                             "_date": pl.Date}, orient="row").unique()
-    segments = Segments.of(seg_dates)
+    segments = Segments.of(_unit_rows(units, dict(summaries)))
     rows_of: dict[tuple[str, str], int] = {}
     for u in units:
         rows_of[(split_of[u.day], u.root)] = rows_of.get((split_of[u.day], u.root), 0) + u.hi - u.lo
@@ -378,6 +378,19 @@ def plan(summaries: list[tuple[date, Mapping[str, np.ndarray]]], blocks: list[st
     levels, source = _levels(segments.roots, summaries, train_lo, train_hi)
     meta = dataset_meta(cfg, cols, segments.roots, levels, source, y1, mean, std, split_meta, nonfinite)
     return DatasetUpdate(data=TrainingData(meta=meta, splits=splits), layout=layout)
+
+
+def _unit_rows(units: list[_Unit], by_block: Mapping[date, Mapping[str, np.ndarray]]) -> pl.DataFrame:
+    """(root, contract_seq, ts_event) of every row of ``units``: what ``Segments`` cuts."""
+    if not units:
+        return pl.DataFrame(schema={"root": pl.String, "contract_seq": pl.Int64,
+                                    "ts_event": pl.Datetime("ns", "UTC")})
+    sizes = [u.hi - u.lo for u in units]
+    return pl.DataFrame({
+        "root": np.repeat([u.root for u in units], sizes),
+        "contract_seq": np.repeat([u.seq for u in units], sizes),
+        "ts_event": np.concatenate([by_block[u.day]["ts"][u.lo:u.hi] for u in units]).astype(np.int64),
+    }).with_columns(pl.col("ts_event").cast(pl.Datetime("ns", "UTC")))
 
 
 def _count_cells(counts: dict[str, np.ndarray], s: Mapping[str, np.ndarray], lo: int, hi: int,

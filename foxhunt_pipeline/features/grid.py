@@ -4,7 +4,10 @@ Databento omits bars for intervals without trades. Models want a regular time
 axis, so we fill the holes, but only where filling is honest:
 
 * a hole is filled only between two consecutive real bars of the same
-  (root, contract_seq) and the same CME trade session. The trade session runs
+  (root, contract_seq), the same CME trade session and, where the frame has a
+  ``_stretch`` column, the same stretch: more open market without a bar than the
+  root's normal no-trade gap (an outage, ``instruments.sessions``) is never filled.
+  The trade session runs
   17:00 America/Chicago to 16:00 the next day and takes that next day's date,
   so the daily halt (16:00-17:00 CT), weekends and holiday closures are never
   filled: the last real bar of a session is the last grid row of that session;
@@ -60,7 +63,10 @@ def regular_grid(bars: pl.DataFrame, bar_seconds: int = 60) -> pl.DataFrame:
         (pl.col("root") == pl.col("root").shift(-1))
         & (pl.col("contract_seq") == pl.col("contract_seq").shift(-1))
         & (pl.col("_td") == pl.col("_td").shift(-1))
-    ).fill_null(False)
+    )
+    if "_stretch" in bars.columns:
+        same_session_next &= pl.col("_stretch") == pl.col("_stretch").shift(-1)
+    same_session_next = same_session_next.fill_null(False)
     gap = (ts_ns.shift(-1) - ts_ns) // step_ns
     df = bars.with_columns(_td=trade_date_expr())
     df = df.with_columns(

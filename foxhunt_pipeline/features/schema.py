@@ -4,7 +4,7 @@ Blocking checks: exactly the declared columns; keys typed as in docs/contracts.m
 every ``f_*``, ``k_*``, ``s_*`` Float32, non-null and finite (the builder already dropped
 the warm-up rows, so "after warm-up" is every row); every ``y_h`` Float32, finite where
 present and null exactly at the last h rows of its stretch: a (root, contract_seq) cut
-where a session is missing (``instruments.sessions``).
+where the data has a hole, a missing session or an outage (``instruments.sessions``).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandera.polars as pa
 import polars as pl
 from pandera.errors import SchemaError, SchemaErrors
 
-from foxhunt_pipeline.features.grid import trade_date_expr
-from foxhunt_pipeline.instruments.sessions import stretch_numbers
+from foxhunt_pipeline.instruments.sessions import new_stretch
 
 KEY_DTYPES = {
     "ts_event": pl.Datetime("ns", "UTC"),
@@ -39,13 +39,9 @@ def _finite_or_null(data) -> pl.LazyFrame:
 
 def _targets_null_only_at_contract_end(targets: list[str]):
     def check(data) -> pl.LazyFrame:
-        frame = data.lazyframe.select("root", "contract_seq", "ts_event").with_columns(
-            _td=trade_date_expr()).collect()
-        stretches = stretch_numbers(frame) if frame.height else None
+        frame = data.lazyframe.select("root", "contract_seq", "ts_event").collect()
         seg = ["root", "contract_seq", "_stretch"]
-        lf = data.lazyframe.with_columns(_td=trade_date_expr())
-        lf = (lf.join(stretches.lazy(), on=["root", "_td"], how="left", maintain_order="left")
-              if stretches is not None else lf.with_columns(_stretch=pl.lit(0, pl.Int32)))
+        lf = data.lazyframe.with_columns(pl.Series("_stretch", np.cumsum(new_stretch(frame)), pl.Int32))
         to_end = pl.len().over(seg) - 1 - pl.int_range(pl.len()).over(seg)
         ok = [pl.col(y).is_null() == (to_end < int(y.split("_")[1])) for y in targets]
         return lf.select(pl.all_horizontal(ok).alias("targets_null_only_at_contract_end"))

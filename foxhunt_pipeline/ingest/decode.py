@@ -104,6 +104,7 @@ class IngestReport(NsRange):
     roots: set[str] = field(default_factory=set)  # roots of the rows kept
     outside_dropped: int = 0  # unmapped rows that also lie outside the header's range
     first_outside: list[int] = field(default_factory=list)  # their ts_event (ns), first few
+    zero_volume: dict[str, int] = field(default_factory=dict)  # root -> bars with volume 0
 
     def note_unmapped(self, ts: np.ndarray) -> None:
         """Rows dropped for want of a symbol mapping; those outside the header's range are
@@ -268,6 +269,9 @@ class _Run:
                 raise DbnInputError(report.source, f"{symbol}: " + unknown_root_problem([root]))
             if root is not None:
                 report.roots.add(root)
+                zero = int(np.count_nonzero(recs["volume"][lo:hi] == 0))
+                if zero:
+                    report.zero_volume[root] = report.zero_volume.get(root, 0) + zero
             for a in range(lo, hi, self.row_group_rows):
                 b = min(a + self.row_group_rows, hi)
                 batch, n_undef = raw_bars_batch(recs[a:b], symbol, root, self.source_file, self.screen)
@@ -393,8 +397,15 @@ def _finish(run: _Run) -> None:
         if report.rows_out == 0:
             validator.feed(pl.from_arrow(RAW_BARS_ARROW_SCHEMA.empty_table()))  # type: ignore[arg-type]
         report.validation = validator.result()
+        zero = sum(report.zero_volume.values())
+        if report.validation.passed and report.rows_out and zero == report.rows_out:
+            report.validation = ValidationResult(
+                False, zero, pl.DataFrame({"check": ["volume > 0"], "column": ["volume"], "row": [0], "value": ["0"]}),
+                f"raw_bars ({name}): every one of its {zero} bars has volume 0 (an OHLCV bar exists only "
+                "where something traded): not a file of trades; quarantined")
     if report.rows_in == 0:
         report.warnings.append(f"{name}: 0 records; wrote an empty partition")
+    report.warnings += zero_volume_warnings(name, report)
     report.warnings += dropped_warnings(name, report, run.resolver.unmapped)
     if (late := truncation_warning(name, report)) is not None:
         report.warnings.append(late)
@@ -412,6 +423,15 @@ def _finish(run: _Run) -> None:
         report.warnings.append(
             f"{name}: {report.undef_price_rows} rows carry UNDEF_PRICE (null prices)"
         )
+
+
+def zero_volume_warnings(name: str, report: IngestReport) -> list[str]:
+    """Bars with volume 0, per root: named, and kept out of the volume roll
+    (``instruments.rolls.daily_volume`` counts traded bars only)."""
+    if sum(report.zero_volume.values()) == report.rows_out:
+        return []  # a file of nothing else fails its contract instead
+    return [f"{name}: {n} {root} bar(s) with volume 0 (an OHLCV bar exists only where something traded): "
+            "kept out of the volume roll" for root, n in sorted(report.zero_volume.items())]
 
 
 def dropped_warnings(name: str, report: IngestReport, unmapped: Collection[int]) -> list[str]:

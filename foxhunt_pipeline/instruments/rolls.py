@@ -206,9 +206,12 @@ def dated_bars(raw: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def daily_volume(bars: pl.DataFrame) -> pl.DataFrame:
-    """Volume per (root, symbol, trade date) of de-duplicated bars: all a roll decision reads."""
+    """Volume per (root, symbol, trade date) of de-duplicated bars: all a roll decision reads.
+    Bars with volume 0 are left out (an OHLCV bar exists only where something traded: such
+    a bar is no sign that a contract trades, so a contract with nothing else is no front)."""
     return (
-        bars.group_by("root", "symbol", "day")
+        bars.filter(pl.col("volume") > 0)
+        .group_by("root", "symbol", "day")
         # Int128: a u64 sum wraps silently (a broken bar near 2**64 would make the front
         # look idle and move the roll)
         .agg(pl.col("volume").cast(pl.Int128).sum())

@@ -30,6 +30,7 @@ class RootSpec:
     asset_class_id: int
     root_id: int  # stable: static model inputs and synthetic instrument ids use it
     calendar: str = ""  # pandas_market_calendars name (holidays, early closes)
+    quiet_minutes: int = 0  # longest normal no-trade gap inside a session (0: its class's)
 
     @property
     def tick_value(self) -> float:
@@ -46,6 +47,15 @@ CALENDAR_OF_CLASS = {
     "metals": "CMEGlobex_Metals",
     "fx": "CMEGlobex_FX",
     "agriculture": "CMEGlobex_Grains",
+}
+
+
+#: the longest stretch of open market a root normally goes without a trade on minute bars
+#: (Databento omits such minutes): longer is a hole in the data (``instruments.sessions``).
+#: Liquid CME futures trade every few minutes around the clock, so their day session has no
+#: silent 30 minutes; grains trade thinly overnight.
+QUIET_MINUTES_OF_CLASS = {
+    "equity_index": 30, "rates": 30, "energy": 30, "metals": 30, "fx": 30, "agriculture": 60,
 }
 
 

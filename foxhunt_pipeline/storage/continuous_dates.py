@@ -83,8 +83,13 @@ def _files_of(index: pl.DataFrame, day: date) -> pl.DataFrame:
     return index.filter(pl.col("trade_date") == day)
 
 
+#: in every date's key of the volume cache: a change of what a date's volume counts (v2: bars
+#: with volume 0 left out) recomputes the cached dates
+VOLUME_RULE = "v2"
+
+
 def _files_key(rows: pl.DataFrame) -> str:
-    text = "\n".join(f"{s}|{k}" for s, k in sorted(rows.select("source", "stamp").iter_rows()))
+    text = VOLUME_RULE + "\n" + "\n".join(f"{s}|{k}" for s, k in sorted(rows.select("source", "stamp").iter_rows()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -223,9 +228,9 @@ def read_fronts(root: UPath) -> pl.DataFrame:
 @dataclass
 class ContinuousBuild:
     """What a build of some dates did: rows per date, the roll table, the dates outside
-    the build whose front changed (late data moved a roll: rebuild them too), the dates
-    held back by a likely bad print, and the warnings a person should read, each with the
-    trade date it is about."""
+    the build whose front changed (late data moved a roll: rebuild them too), the roots
+    held back on a date by a likely bad print (the date's other roots are stored), and the
+    warnings a person should read, each with the trade date it is about."""
 
     rows: dict[date, int] = field(default_factory=dict)
     rolls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=rolls.ROLLS_SCHEMA))
@@ -236,7 +241,8 @@ class ContinuousBuild:
     jumps: int = 0  # bars flagged by plausibility.price_jumps (likely bad prints)
     first_jumps: pl.DataFrame = field(default_factory=pl.DataFrame)
     day_conflicts: dict[date, int] = field(default_factory=dict)  # conflicting duplicates per date
-    blocked: dict[date, str] = field(default_factory=dict)  # date -> why it was not written
+    blocked: dict[date, str] = field(default_factory=dict)  # date -> why roots of it were held back
+    held: dict[date, list[str]] = field(default_factory=dict)  # date -> the roots held back
     notes: list[tuple[date, str]] = field(default_factory=list)  # (trade date, warning)
 
     def add_conflicts(self, found: rolls.DuplicateConflicts, keep: int = 20) -> None:
@@ -255,11 +261,17 @@ class ContinuousBuild:
             self.day_conflicts[day] = found.count
             self.notes.append((day, f"continuous_bars {day}: {found.message}"))
 
-    def hold_back(self, day: date, jumps: pl.DataFrame, why: str) -> None:
-        """``day`` is not stored: ``jumps`` flagged it (``why``)."""
+    def hold_back(self, day: date, roots: list[str], jumps: pl.DataFrame, why: str) -> None:
+        """``roots`` of ``day`` are not stored: ``jumps`` flagged them (``why``)."""
         self.add_jumps(jumps)
         self.blocked[day] = why
+        self.held[day] = roots
         self.notes.append((day, why))
+
+    @property
+    def held_back(self) -> str:
+        """The held-back (root, date) pairs in one line: ``CL 2024-01-15, ES 2024-01-16``."""
+        return ", ".join(f"{r} {d}" for d, roots in self.held.items() for r in roots)
 
     @property
     def conflicts_message(self) -> str:
@@ -278,6 +290,18 @@ def day_jumps(frame: pl.DataFrame, previous: pl.DataFrame | None, day: date, mul
         return frame.head(0)
     warm = frame if previous is None else pl.concat([previous, frame], how="vertical_relaxed")
     return plausibility.price_jumps(warm, multiple, window).filter(rolls.trade_date(pl.col("ts_event")) == day)
+
+
+def without_roots(root: UPath, day: date, frame: pl.DataFrame, roots: list[str]) -> pl.DataFrame:
+    """``frame`` (the rows of ``day``) without ``roots``' rows, which keep their stored
+    version of the date (none when the date was never stored): one root's bad print holds
+    back that root only."""
+    kept = frame.filter(~pl.col("root").is_in(roots))
+    old = trade_dates.read_dates(root, TABLE, day, day, where=pl.col("root").is_in(roots))
+    if old is None or old.is_empty():
+        return kept
+    return pl.concat([kept, old.select(kept.columns)], how="vertical_relaxed").sort(
+        "root", "ts_event", "publisher_id", maintain_order=True)
 
 
 def _stored_before(root: UPath, day: date) -> pl.DataFrame | None:
@@ -385,8 +409,9 @@ def build_dates(
     jump_window: int = plausibility.DEFAULT_JUMP_WINDOW,
 ) -> ContinuousBuild:
     """Rebuild continuous_bars for ``days``. ``validate(frame) -> bool`` may veto a date's
-    write, and so does a price jump beyond ``jump_multiple`` (a likely bad print; 0 turns
-    the check off): the previous version of that date then stays. Duplicate conflicts,
+    write; a likely bad print (``contracts.plausibility``, ``jump_multiple``; 0 turns the
+    check off) holds back its root on that date: the root's previous version of the date
+    stays, and the date's other roots are stored. Duplicate conflicts,
     jumps and thin fronts of the built dates are reported; a date's jumps read the date
     before as warm-up. Dates outside ``days`` whose front moved are remembered
     (:func:`stale_dates`) until they are rebuilt."""
@@ -405,9 +430,10 @@ def build_dates(
             # after a held-back date the next one warms up on an earlier date: checked alone
             jumps = frame.head(0) if day in quiet else day_jumps(frame, previous, day, jump_multiple, jump_window)
             if jumps.height:
-                build.hold_back(day, jumps, jump_message(root, index, day, jumps, jump_multiple))
-                quiet = set()
-                continue  # the previous version of the date stays; the next date warms up on it
+                roots = sorted(set(jumps["root"].to_list()))
+                build.hold_back(day, roots, jumps, jump_message(root, index, day, jumps, jump_multiple))
+                frame = without_roots(root, day, frame, roots)
+                quiet = set()  # the next date warms up on what is stored of this one: checked alone
             previous = frame
             if validate is not None and not validate(frame):
                 continue
@@ -419,8 +445,8 @@ def build_dates(
 
 def jump_message(root: UPath, index: pl.DataFrame, day: date, jumps: pl.DataFrame,
                  multiple: float) -> str:
-    """One line naming the first flagged bars of a date: time, root, contract, prices and the
-    landed file(s) they came from."""
+    """One line naming the roots held back on a date and their first flagged bars: time,
+    contract, prices, why, and the landed file(s) they came from."""
     sources = _files_of(index, day)["source"].to_list()
     raw = _day_raw(root, sources, day).join(
         jumps.lazy().select(rolls.KEY), on=rolls.KEY, how="semi").select(
@@ -430,12 +456,15 @@ def jump_message(root: UPath, index: pl.DataFrame, day: date, jumps: pl.DataFram
     bars = []
     for r in jumps.head(3).iter_rows(named=True):
         where = files.get((r["instrument_id"], r["ts_event"], r["publisher_id"]), [])
+        typical = "-" if r["typical_range"] is None else f"{r['typical_range']:g}"
         bars.append(f"{r['root']} {r['symbol']} bar {r['ts_event'].isoformat()} (open {r['open']:g}, "
                     f"high {r['high']:g}, low {r['low']:g}, close {r['close']:g}; range {r['true_range']:g} "
-                    f"vs typical {r['typical_range']:g}) in {', '.join(where) or 'an unknown file'}")
+                    f"vs typical {typical}: {r['reason']}) in {', '.join(where) or 'an unknown file'}")
     more = f" and {jumps.height - 3} more" if jumps.height > 3 else ""
-    return (f"continuous_bars {day}: not stored, likely bad print(s) beyond {multiple:g}x the recent "
-            f"range: {'; '.join(bars)}{more}. The previous version of {day} stays; land a corrected "
+    roots = sorted(set(jumps["root"].to_list()))
+    return (f"continuous_bars {day}: {', '.join(roots)} not stored for this date, likely bad print(s) "
+            f"(price_jump_multiple {multiple:g}): {'; '.join(bars)}{more}. The previous version of "
+            f"{', '.join(roots)} on {day} stays and the date's other roots are stored; land a corrected "
             f"file, or raise price_jump_multiple in the run config if the move is real")
 
 
@@ -502,7 +531,7 @@ def all_dates(root: UPath) -> list[date]:
     return sorted(set(raw_date_index(root)["trade_date"].to_list()))
 
 
-__all__ = ["ContinuousBuild", "all_dates", "build_dates", "chunk_frames", "chunk_jumps", "chunk_volumes", "chunks",
+__all__ = ["ContinuousBuild", "all_dates", "without_roots", "build_dates", "chunk_frames", "chunk_jumps", "chunk_volumes", "chunks",
            "daily_volumes", "dated_frames", "dates_raw", "day_jumps", "may_repeat", "quiet_dates", "day_bars", "day_bars_and_conflicts",
            "day_conflicts",
            "raw_date_index", "read_fronts", "rebuild_span", "rebuild_spans", "stale_dates", "touched_dates"]

@@ -59,6 +59,7 @@ from foxhunt_pipeline.synthetic.dbn_writer import (
     ohlcv_records,
     sort_records,
 )
+from foxhunt_pipeline.synthetic.events import MarketEvents, apply_to_records
 from foxhunt_pipeline.synthetic.large import LARGE_FILE_ROOTS, generate_large_file
 from foxhunt_pipeline.synthetic.market import (
     AR1_RHO,
@@ -179,9 +180,10 @@ def iter_days(
     start: date = date(2024, 1, 2),
     seed: int = 7,
     random_walk: bool = False,
+    events: MarketEvents | None = None,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping]]]:
     """(UTC day, sorted records, mappings) for each day, without writing anything."""
-    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk):
+    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk, events):
         yield day, recs, maps
 
 
@@ -192,8 +194,10 @@ def _simulate(
     start: date,
     seed: int,
     random_walk: bool,
+    events: MarketEvents | None = None,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping], dict[str, OracleDay]]]:
-    """As :func:`iter_days`, plus each root's oracle statistics for the day."""
+    """As :func:`iter_days`, plus each root's oracle statistics for the day. ``events``
+    (:mod:`.events`): outages, news jumps, bad prints, holiday sessions; none by default."""
     check_args(roots, schema)
     step = STEP_SECONDS[schema]
     params = SimParams(
@@ -208,7 +212,10 @@ def _simulate(
         ts = session_bar_starts(day, step)
         parts, maps, oracle = [], [], {}
         for sim in sims:
-            recs, m = sim.simulate_day(day, open_for(sim.root, ts))
+            recs, m = sim.simulate_day(day, open_for(sim.root, ts), events)
+            if events:
+                spreads = {x.instrument_id for x in m if "-" in x.raw_symbol}
+                recs = apply_to_records(events, sim.root, recs, sim.tick_fixed, spreads)
             parts.append(recs)
             maps.extend(m)
             if sim.last_oracle is not None and recs.size:
@@ -226,20 +233,25 @@ def generate(
     seed: int = 7,
     random_walk: bool = False,
     progress: bool = False,
+    events: MarketEvents | None = None,
 ) -> list[Path]:
     """Land ``days`` UTC days of synthetic bars from ``start`` under ``out_dir``; returns the
     files written (or already present with identical bytes). Days without bars get no file.
     Each file gets a sidecar ``<file>.generator.json`` with the generator's parameters and
     the oracle's statistics for that day (:mod:`.run_metadata`; read them back with
-    :func:`oracle_summary`). Raises :class:`LandedFileConflict` rather than overwrite a
-    different existing file or sidecar."""
+    :func:`oracle_summary`). ``events`` (:mod:`.events`) add outages, news jumps, bad prints
+    and holiday sessions (none by default: the files are those of a run without them).
+    Raises :class:`LandedFileConflict` rather than overwrite a different existing file or
+    sidecar."""
     if days < 0:
         raise ValueError(f"days must be >= 0, got {days}")
     check_args(roots, schema)
     out_dir = Path(out_dir)
     symbols = [f"{r}.FUT" for r in roots]
     config = generator_config(roots, schema, start, seed, random_walk)
-    it = _simulate(days, roots, schema, start, seed, random_walk)
+    if events:
+        config["events"] = events.as_config()
+    it = _simulate(days, roots, schema, start, seed, random_walk, events)
     if progress:
         it = tqdm(it, total=days, desc="generate", unit="day")
     written: list[Path] = []

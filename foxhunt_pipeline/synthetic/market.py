@@ -85,6 +85,7 @@ from foxhunt_pipeline.synthetic.dbn_writer import (
     Mapping,
     ohlcv_records,
 )
+from foxhunt_pipeline.synthetic.events import MarketEvents
 from foxhunt_pipeline.synthetic.session import (
     DAY_S,
     NS,
@@ -92,6 +93,7 @@ from foxhunt_pipeline.synthetic.session import (
     bars_per_session,
     chicago_clock,
     seasonality,
+    trade_days,
 )
 from foxhunt_pipeline.synthetic.signal import (
     DRIFT_STREAM,
@@ -228,17 +230,19 @@ class RootSimulator:
             )
         return self.state.offsets[ym]
 
-    def simulate_day(self, day: date, ts: np.ndarray) -> tuple[np.ndarray, list[Mapping]]:
+    def simulate_day(self, day: date, ts: np.ndarray, events: MarketEvents | None = None
+                     ) -> tuple[np.ndarray, list[Mapping]]:
         """Every contract's and spread's bars for one UTC day's bar starts ``ts``, and
         their symbol mappings. Random draws, in order: the volatility state and the
         innovations, the tick rounding, the basis moves, then each instrument's bars (the
-        drift has a stream of its own)."""
+        drift has a stream of its own). ``events`` (:mod:`.events`, opt-in) add news jumps
+        and thin holiday sessions; none draws a random number."""
         if ts.size == 0:
             return np.empty(0, dtype=OHLCV_DTYPE), []
         rng = np.random.default_rng(
             np.random.SeedSequence([self.seed, self.spec.root_id, self.p.step_s, day.toordinal()])
         )
-        path = self._latent_path(rng, day, ts)
+        path = self._latent_path(rng, day, ts, events or None)
         basis = self._basis(rng, day, ts)
         out = _DayBars(day)
         for i in np.unique(basis.front_idx):
@@ -287,7 +291,8 @@ class RootSimulator:
         gap_var = GAP_VAR_PER_CLOSED_DAY * closed_h / 24.0 * session_sd**2
         return np.where(reopen, np.sqrt(sigma**2 + gap_var), sigma)
 
-    def _latent_path(self, rng: np.random.Generator, day: date, ts: np.ndarray) -> _DayPath:
+    def _latent_path(self, rng: np.random.Generator, day: date, ts: np.ndarray,
+                     events: MarketEvents | None = None) -> _DayPath:
         """The latent spot over the day, the oracle's trades on it, and the root's
         expected volume per bar; carries the state to the next day."""
         sp, st, n = self.spec, self.state, ts.size
@@ -299,6 +304,8 @@ class RootSimulator:
         u = a + math.sqrt(1 - self.drift_sd**2) * v
         sigma = self._sigma(wd, sod, vol_season, h)
         moves = tick_moves(sigma * u, rng.random(n))
+        if events is not None:
+            moves = moves + events.jump_ticks(self.root, ts, st.spot)
         spot_end = st.spot + np.cumsum(moves)
         spot_start = np.concatenate(([st.spot], spot_end[:-1]))
         expected = expected_ticks(
@@ -316,7 +323,11 @@ class RootSimulator:
             float(h_fast[-1]),
         )
         activity = np.exp(h - 0.5 * _H_VAR) * (0.5 + 0.5 * np.abs(z) / _MEAN_ABS_Z)
-        return _DayPath(ts, sigma, spot_start, spot_end, sp.daily_volume * volume_share * activity)
+        volume = sp.daily_volume * volume_share * activity
+        share = None if events is None else events.volume_share(trade_days(ts))
+        if share is not None:
+            volume = volume * share
+        return _DayPath(ts, sigma, spot_start, spot_end, volume)
 
     def _basis(self, rng: np.random.Generator, day: date, ts: np.ndarray) -> _Basis:
         """The contracts trading at each bar (the first two unexpired) and the offset

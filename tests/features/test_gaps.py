@@ -1,7 +1,7 @@
-"""Missing sessions are holes (issue 24): on real minute bars with a two-week hole inside one
-contract, no features row has a target or a return computed across it, while the daily halt
-between two consecutive sessions is no hole; generated data (no missing session) is cut
-nowhere."""
+"""Holes in the data (issues 24 and 39): on real minute bars with a two-week hole inside one
+contract, and real fragments of a session a day apart (hours of the open session between
+them without a bar), no features row has a target or a return computed across a hole;
+generated data (no missing session, no outage) is cut nowhere."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from foxhunt_pipeline.features import FeatureConfig, by_date
 from foxhunt_pipeline.features.grid import regular_grid, trade_date_expr
 from foxhunt_pipeline.features.schema import validate_features
 from foxhunt_pipeline.ingest.decode import ingest_dbn_file
-from foxhunt_pipeline.instruments.sessions import missing_between, stretch_numbers
+from foxhunt_pipeline.instruments.rolls import build_continuous
+from foxhunt_pipeline.instruments.sessions import missing_between, new_stretch
 from foxhunt_pipeline.storage import continuous_dates, trade_dates
 from foxhunt_pipeline.storage.warehouse import raw_bars_partition_path
 from tests.real_dbn import JAN26, JULY, MAY, write_real
@@ -43,24 +44,23 @@ def _home(tmp_path) -> UPath:
     return root
 
 
-def _stretch_of(frame: pl.DataFrame) -> pl.DataFrame:
-    dated = frame.with_columns(_td=trade_date_expr())
-    return dated.join(stretch_numbers(dated), on=["root", "_td"], how="left", maintain_order="left")
+def _grid(bars: pl.DataFrame) -> pl.DataFrame:
+    """The bars on their grid, each row with its stretch (``instruments.sessions``)."""
+    with_stretch = bars.with_columns(_stretch=pl.Series(np.cumsum(new_stretch(bars)), dtype=pl.Int32))
+    return regular_grid(with_stretch).with_columns(_td=trade_date_expr())
 
 
-def test_no_target_or_return_spans_a_missing_session_on_real_files(tmp_path):
-    root = _home(tmp_path)
+def check_nothing_spans_a_hole(root: UPath, cfg: FeatureConfig = SMALL) -> pl.DataFrame:
+    """Every stored features row, on the grid of the stored bars cut into stretches: no
+    feature looks back past its stretch's start and every target is that of its stretch (null
+    where t+h lies past a hole or the end). Returns the rows with ``_stretch``, ``_td``, ``_i``."""
     feats = trade_dates.read_dates(root, by_date.TABLE).sort("root", "ts_event")
     bars = trade_dates.read_dates(root, continuous_dates.TABLE).sort("root", "ts_event")
-    grid = _stretch_of(regular_grid(bars)).with_columns(
+    grid = _grid(bars).with_columns(
         _i=pl.int_range(pl.len()).over("root", "contract_seq"))
     rows = feats.join(grid.select("root", "ts_event", "close", "_td", "_stretch", "_i", "contract_seq"),
                       on=["root", "ts_event", "contract_seq"], how="left")
     assert rows["_i"].null_count() == 0 and rows.height > 0
-    hole = missing_between("ES", np.array(["2024-07-03"], "datetime64[D]"), np.array(["2024-07-16"], "datetime64[D]"))
-    assert hole[0] > 0  # the fourteen-day move is a hole inside ESU4's segment
-    assert bars.filter(pl.col("symbol") == "ESU4")["contract_seq"].n_unique() == 1
-
     for (r, seq), g in grid.partition_by("root", "contract_seq", as_dict=True).items():
         mine = rows.filter((pl.col("root") == r) & (pl.col("contract_seq") == seq))
         if mine.is_empty():
@@ -69,25 +69,37 @@ def test_no_target_or_return_spans_a_missing_session_on_real_files(tmp_path):
         stretch = g["_stretch"].to_numpy()
         close = g["close"].to_numpy()
         # every feature looks back at most the warm-up: those bars are in the row's stretch
-        assert (i >= SMALL.warmup_bars).all()
-        assert (stretch[i - SMALL.warmup_bars] == stretch[i]).all(), (r, seq)
-        for h in range(1, SMALL.horizons + 1):
+        assert (i >= cfg.warmup_bars).all()
+        assert (stretch[i - cfg.warmup_bars] == stretch[i]).all(), (r, seq)
+        for h in range(1, cfg.horizons + 1):
             y = mine[f"y_{h}"].to_numpy().astype(np.float64)
             ahead = np.minimum(i + h, g.height - 1)
             inside = (i + h < g.height) & (stretch[ahead] == stretch[i])
             assert np.isnan(y[~inside]).all(), (r, seq, h)  # null where t+h is past a hole or the end
             np.testing.assert_allclose(y[inside], np.log(close[ahead[inside]] / close[i[inside]]), rtol=1e-5)
-    # the hole is real and the halt is not one: ESU4 has rows on both sides of the hole, and
-    # targets across the daily halt between the first two sessions
+    return rows
+
+
+def test_no_target_or_return_spans_a_missing_session_on_real_files(tmp_path):
+    root = _home(tmp_path)
+    rows = check_nothing_spans_a_hole(root)
+    bars = trade_dates.read_dates(root, continuous_dates.TABLE)
+    hole = missing_between("ES", np.array(["2024-07-03"], "datetime64[D]"), np.array(["2024-07-16"], "datetime64[D]"))
+    assert hole[0] > 0  # the fourteen-day move is a hole inside ESU4's segment
+    assert bars.filter(pl.col("symbol") == "ESU4")["contract_seq"].n_unique() == 1
+    # the holes are real: ESU4 has rows in three stretches, the July fragment, the next
+    # session's (some 21 open hours later) and the one two weeks on, and the last 5 rows
+    # of each have no 5-bar target
     es = rows.filter(pl.col("symbol") == "ESU4")
-    assert es["_stretch"].n_unique() == 2
-    first = es.filter(pl.col("_stretch") == es["_stretch"].min())
-    assert first["_td"].n_unique() == 2 and first.filter(pl.col("_td") == first["_td"].min())["y_5"].null_count() == 0
+    assert es["_stretch"].n_unique() == 3
+    for _, part in es.group_by("_stretch"):
+        assert part.sort("ts_event")["y_5"].tail(5).null_count() == 5
 
 
 def test_generated_sessions_are_one_stretch_across_weekends_and_holidays(tmp_path):
-    """The generator closes exactly the calendar's holidays, so its data has no hole: the
-    gap rule leaves generated features as they were (July 4th and a weekend inside)."""
+    """The generator closes exactly the calendar's holidays and early closes, so its data
+    has no hole: the gap rule leaves generated features as they were (July 4th, the early
+    close before it and a weekend inside)."""
     from foxhunt_pipeline.ingest.decode import ingest_dbn_file
     from foxhunt_pipeline.synthetic.generate import generate
 
@@ -96,8 +108,9 @@ def test_generated_sessions_are_one_stretch_across_weekends_and_holidays(tmp_pat
     for f in files:
         dest = tmp_path / "raw" / f"{f.name}.parquet"
         ingest_dbn_file(f, dest, source_file=f.name)
-        frames.append(pl.read_parquet(dest, columns=["ts_event", "root"]))
-    dated = pl.concat(frames).with_columns(_td=trade_date_expr())
-    numbers = stretch_numbers(dated)
-    assert numbers["_td"].n_unique() >= 4
-    assert numbers["_stretch"].max() == 0
+        frames.append(pl.read_parquet(dest))
+    bars, _ = build_continuous(pl.concat(frames).lazy())
+    assert bars.with_columns(_td=trade_date_expr())["_td"].n_unique() >= 4
+    starts = new_stretch(bars)
+    assert starts.sum() == bars.select("root", "contract_seq").n_unique(), \
+        bars.filter(pl.Series(starts)).select("root", "ts_event")

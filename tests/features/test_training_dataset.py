@@ -218,10 +218,11 @@ def test_the_npy_writer_takes_rows_in_order_only(tmp_path):
 
 def test_reading_a_date_at_a_time_keeps_the_embargo_across_dates(monkeypatch):
     """The lazy path reads CHUNK_DATES trade dates of a root at a time; an embargo longer
-    than a date (500 bars, dates of 414) must still drop the same rows."""
+    than a date (200 bars; the fixture keeps the first 30% of each session, so the rest of it
+    is a hole and each date holds 414 - 250 warm-up = 164 rows) must still drop the same rows."""
     from foxhunt_pipeline.features import dataset as ds
 
-    cfg = DatasetConfig(lookback=60, horizon=5, embargo_bars=500, fractions=(0.5, 0.25, 0.25))
+    cfg = DatasetConfig(lookback=60, horizon=5, embargo_bars=200, fractions=(0.5, 0.25, 0.25))
     eager = build_training_dataset(feats(), cfg)
     monkeypatch.setattr(ds, "CHUNK_DATES", 1)
     lazy = build_training_dataset(feats().lazy(), cfg)

@@ -138,3 +138,23 @@ def test_conflicting_duplicates_in_a_file_are_counted_and_the_first_copy_kept(tm
     assert warning.startswith("dup.dbn: 2 duplicate bars") and "instrument 100 at 2024-01-03T14:03" in warning
     out = pl.read_parquet(tmp_path / "out.parquet")
     assert out["close"].to_list() == (recs["close"] / 1e9).tolist()  # first copies kept
+
+
+def test_bars_with_volume_0_are_named_and_a_file_of_nothing_else_fails_its_contract(tmp_path):
+    """An OHLCV bar exists only where something traded (issue 39): bars with volume 0 are
+    named per file and root (and kept out of the volume roll); a file of nothing else is not
+    a file of trades and fails its contract (the asset quarantines it)."""
+    recs = make_records(100, day_ns(DAY) + 14 * 3600 * NS, 10)
+    recs["volume"][[2, 5, 6]] = 0
+    raw = encode_dbn(recs, start_ns=day_ns(DAY), end_ns=day_ns(DAY) + 86400 * NS, instruments=ES)
+    report = _ingest(write_dbn(tmp_path / "some-zero.dbn", raw), tmp_path, validate=True)
+    assert report.validation.passed and report.rows_out == 10
+    assert report.zero_volume == {"ES": 3}
+    assert ("some-zero.dbn: 3 ES bar(s) with volume 0 (an OHLCV bar exists only where something traded): "
+            "kept out of the volume roll") in report.warnings
+    recs["volume"][:] = 0
+    raw = encode_dbn(recs, start_ns=day_ns(DAY), end_ns=day_ns(DAY) + 86400 * NS, instruments=ES)
+    report = _ingest(write_dbn(tmp_path / "all-zero.dbn", raw), tmp_path, validate=True)
+    assert not report.validation.passed and report.validation.n_failed_rows == 10
+    assert "all-zero.dbn" in report.validation.message and "every one of its 10 bars has volume 0" in report.validation.message
+    assert not any("volume 0" in w for w in report.warnings)  # said once, by the contract

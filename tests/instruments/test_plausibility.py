@@ -57,23 +57,39 @@ def _minutes(n: int, start: datetime = datetime(2024, 1, 3, 14, 0, tzinfo=UTC)) 
                              time_unit="ns", time_zone="UTC")
 
 
-def test_a_1000x_spike_is_flagged_and_a_normal_series_is_not():
-    n = 120
-    close = [4800.0 + 0.25 * (i % 7) for i in range(n)]
-    ts = _minutes(n)
-    frame = pl.DataFrame({
-        "root": ["ES"] * n, "contract_seq": [0] * n, "ts_event": ts,
+def _bars(close: list[float], ts: pl.Series, root: str = "ES", half_range: float = 0.5) -> pl.DataFrame:
+    n = len(close)
+    return pl.DataFrame({
+        "root": [root] * n, "contract_seq": [0] * n, "ts_event": ts,
         "open": close, "close": close,
-        "high": [c + 0.5 for c in close], "low": [c - 0.5 for c in close],
+        "high": [c + half_range for c in close], "low": [c - half_range for c in close],
     })
+
+
+def _quiet(n: int = 120, start: datetime = datetime(2024, 1, 3, 14, 0, tzinfo=UTC)) -> pl.DataFrame:
+    """Two hours of ES inside one session, a few ticks of range a minute."""
+    return _bars([4800.0 + 0.25 * (i % 7) for i in range(n)], _minutes(n, start), half_range=0.125)
+
+
+def _times(bars: pl.DataFrame, *at: int) -> list:
+    return [bars["ts_event"][i] for i in at]
+
+
+def _scaled(bars: pl.DataFrame, factor: float, rows: range) -> pl.DataFrame:
+    inside = pl.int_range(pl.len()).is_in(list(rows))
+    return bars.with_columns(pl.when(inside).then(pl.col(c) * factor).otherwise(pl.col(c))
+                             for c in ("open", "high", "low", "close"))
+
+
+def test_a_1000x_spike_is_flagged_and_a_normal_series_is_not():
+    frame = _quiet()
+    ts = frame["ts_event"]
     assert price_jumps(frame).height == 0
-    spiked = frame.with_columns(
-        pl.when(pl.int_range(pl.len()) == 90).then(pl.col(c) * 1000).otherwise(pl.col(c))
-        for c in ("open", "high", "low", "close")
-    )
+    spiked = _scaled(frame, 1000, range(90, 91))
     jumps = price_jumps(spiked)
     assert jumps["ts_event"].to_list() == ts[90:92].to_list()  # the spike and the return from it
-    assert price_jumps(spiked, multiple=1e7).height == 0  # the multiple is configurable
+    assert jumps["reason"][0] == "more than 25% from the previous close"
+    assert price_jumps(spiked, multiple=1e8).height == 0  # the multiple is configurable
     # a new contract segment starts fresh: a roll gap is not a jump
     later = pl.col("ts_event") >= ts[60]
     rolled = frame.with_columns(
@@ -81,7 +97,33 @@ def test_a_1000x_spike_is_flagged_and_a_normal_series_is_not():
         *(pl.when(later).then(pl.col(c) + 500).otherwise(pl.col(c)) for c in ("open", "high", "low", "close")),
     )
     assert price_jumps(rolled).height == 0
-    assert price_jumps(rolled.with_columns(contract_seq=pl.lit(0))).height == 1  # the same step in one
+
+
+@pytest.mark.parametrize(("factor", "rows"), [
+    (1000.0, range(70, 71)),  # 1000x, one bar
+    (2.0, range(70, 71)),  # 2x
+    (10.0, range(70, 80)),  # a slipped decimal, ten bars long
+    (0.1, range(70, 71)),  # and the other way
+    (1.03, range(70, 71)),  # one bar 3% up that the next bars do not follow
+])
+def test_bad_prints_are_flagged_naming_their_first_bar(factor, rows):
+    frame = _quiet()
+    jumps = price_jumps(_scaled(frame, factor, rows))
+    assert jumps.height >= 1 and jumps["ts_event"][0] == frame["ts_event"][rows[0]]
+    assert set(jumps["root"]) == {"ES"}
+
+
+def test_a_news_jump_that_stays_is_no_bad_print_and_one_that_reverts_is():
+    """3% in one minute after a quiet hour (600x its median range) is news when the next bars
+    trade at the new level, a bad print when they are back where they were."""
+    frame = _quiet()
+    news = frame.with_columns(pl.when(pl.int_range(pl.len()) >= 70).then(pl.col(c) * 1.03).otherwise(pl.col(c))
+                              for c in ("open", "high", "low", "close"))
+    assert price_jumps(news).height == 0
+    spike = _scaled(frame, 1.03, range(70, 71))
+    assert price_jumps(spike)["reason"].to_list() == ["a jump the next bars do not confirm"]
+    # a jump on the session's last bar: nothing confirms it
+    assert _times(frame, 119) == price_jumps(_scaled(frame, 1.03, range(119, 120)))["ts_event"].to_list()
 
 
 def test_the_open_of_a_session_is_judged_on_its_own_range():
@@ -91,14 +133,31 @@ def test_the_open_of_a_session_is_judged_on_its_own_range():
     friday = _minutes(n, datetime(2024, 1, 5, 20, 0, tzinfo=UTC))  # trade date Jan 5
     monday = _minutes(n, datetime(2024, 1, 7, 23, 0, tzinfo=UTC))  # trade date Jan 8
     close = [4800.0 + 0.25 * (i % 3) for i in range(n)] + [5100.0 + 0.25 * (i % 3) for i in range(n)]
-    frame = pl.DataFrame({
-        "root": ["ES"] * 2 * n, "contract_seq": [0] * 2 * n, "ts_event": pl.concat([friday, monday]),
-        "open": close, "close": close, "high": [c + 0.25 for c in close], "low": [c - 0.25 for c in close],
-    })
-    assert price_jumps(frame).height == 0  # 300 points over the weekend, 400x the minute range
-    inside = frame.with_columns(pl.when(pl.int_range(pl.len()) >= n + 30).then(pl.col(c) + 300)
-                                .otherwise(pl.col(c)) for c in ("open", "high", "low", "close"))
-    assert price_jumps(inside)["ts_event"].to_list() == [monday[30]]  # the same move inside a session
+    frame = _bars(close, pl.concat([friday, monday]), half_range=0.25)
+    assert price_jumps(frame).height == 0  # 300 points over the weekend, 600x the minute range
+    # the opening bar carries the weekend's move inside it (open at Friday's close): 6% is
+    # several daily moves of ES, and still an open
+    inside = frame.with_columns(pl.when(pl.int_range(pl.len()) == n).then(4800.0).otherwise(pl.col("open")).alias("open"),
+                                pl.when(pl.int_range(pl.len()) == n).then(4800.0).otherwise(pl.col("low")).alias("low"))
+    assert price_jumps(inside).height == 0
+    # an opening bar far from where the session then trades, or wider than ten daily moves
+    off = _scaled(frame, 1.05, range(n, n + 1))
+    assert price_jumps(off)["reason"].to_list()[:1] == ["an opening level the next bars do not confirm"]
+    wide = frame.with_columns(pl.when(pl.int_range(pl.len()) == n).then(pl.col("high") * 1.2).otherwise(pl.col("high")))
+    assert "an opening range beyond 10 typical daily moves" in price_jumps(wide)["reason"].to_list()
+
+
+def test_a_bar_after_a_hole_is_compared_with_no_close_from_before_it():
+    """ES on an FOMC day after a sixteen-hour hole (2024-12-18): the first bar after it is 200
+    points from the last close before the hole, and trades on from there."""
+    before = _bars([6050.0 + 0.25 * (i % 3) for i in range(60)],
+                   _minutes(60, datetime(2024, 12, 18, 4, 0, tzinfo=UTC)), half_range=0.125)
+    after = _bars([5850.0 + 0.25 * (i % 5) for i in range(50)],
+                  _minutes(50, datetime(2024, 12, 18, 21, 0, tzinfo=UTC)), half_range=1.0)
+    frame = pl.concat([before, after])
+    assert price_jumps(frame).height == 0
+    # the same move one minute after the last bar is a jump, and stays: news
+    assert price_jumps(pl.concat([before, after.with_columns(ts_event=_minutes(50, datetime(2024, 12, 18, 5, 0, tzinfo=UTC)))])).height == 0
 
 
 # (root, tick size, point value, tick value, symbol, its real last trading day)
@@ -151,3 +210,24 @@ def test_every_root_has_a_known_calendar_and_unique_ids():
         assert mcal.get_calendar(name).name
     # ids the models and synthetic data were built with never change
     assert [ROOTS[r].root_id for r in ("ES", "NQ", "ZN", "CL", "GC")] == [0, 1, 2, 3, 4]
+
+
+def test_bars_with_volume_0_do_not_make_a_contract_front():
+    """Bars with volume 0 are no sign that a contract trades (issue 39): the nearest contract
+    is not the first front when its only bars have volume 0; the one that trades is."""
+    d = weekdays(date(2024, 1, 8), 3)
+    raw = raw_frame([(day, {"ESH4": 0, "ESM4": 900}) for day in d]).collect()
+    cont, rolls = build_continuous(raw.lazy())
+    assert rolls.height == 0 and cont["symbol"].unique().to_list() == ["ESM4"]
+
+
+def test_a_spike_in_a_busy_session_is_judged_against_the_roots_daily_move():
+    """ES in its cash session ranges 10 points a minute: a 5% print (240 points, 24x) is no
+    jump by the recent range, but it is some four daily moves of ES, and reverts."""
+    busy = _bars([4800.0 + 2.5 * (i % 5) for i in range(120)], _minutes(120), half_range=5.0)
+    assert price_jumps(busy).height == 0
+    spike = _scaled(busy, 1.05, range(70, 71))
+    assert price_jumps(spike)["ts_event"].to_list() == _times(busy, 70)
+    stays = busy.with_columns(pl.when(pl.int_range(pl.len()) >= 70).then(pl.col(c) * 1.05).otherwise(pl.col(c))
+                              for c in ("open", "high", "low", "close"))
+    assert price_jumps(stays).height == 0  # news that stays is news, however large

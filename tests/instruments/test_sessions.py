@@ -1,16 +1,22 @@
-"""A hole in the data is a session the root's exchange calendar has and the data lacks;
-weekends, holidays and the daily halt are none (instruments.sessions)."""
+"""A hole in the data is a session the root's exchange calendar has and the data lacks, or
+more open market without a bar than the root's no-trade limit inside one; weekends,
+holidays, the daily halt and a quiet quarter of an hour are none (instruments.sessions)."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+import numpy as np
 import polars as pl
 
 from foxhunt_pipeline.instruments.sessions import (
     gaps,
     missing_sessions,
+    new_stretch,
     open_minutes,
+    open_ns_between,
+    quiet_limit,
+    session_holes,
     stretch_numbers,
 )
 
@@ -39,3 +45,34 @@ def test_open_minutes_count_the_sessions_only():
     # 08:35 UTC to midnight on a Monday: open all but the daily halt (22:00-23:00 UTC)
     hours = open_minutes("ES", datetime(2024, 1, 8, 8, 35, tzinfo=UTC), datetime(2024, 1, 9, tzinfo=UTC)) / 60
     assert 14 < hours < 15.5
+
+
+def _bars(*times: str, root: str = "ES") -> pl.DataFrame:
+    ts = pl.Series([datetime.fromisoformat(t).replace(tzinfo=UTC) for t in times]).cast(pl.Datetime("ns", "UTC"))
+    return pl.DataFrame({"root": [root] * len(times), "contract_seq": [0] * len(times), "ts_event": ts})
+
+
+def test_a_hole_is_more_open_market_without_a_bar_than_the_roots_quiet_limit():
+    assert quiet_limit("ES") == quiet_limit("CL") == 30 and quiet_limit("ZC") == 60
+    quiet = _bars("2024-01-10T14:00", "2024-01-10T14:01", "2024-01-10T14:31")  # 29 minutes without a bar
+    assert new_stretch(quiet).tolist() == [True, False, False]
+    outage = _bars("2024-01-10T14:00", "2024-01-10T14:39", "2024-01-10T14:40")  # 38 minutes
+    starts = new_stretch(outage)
+    assert starts.tolist() == [True, True, False]
+    assert [str(h) for h in session_holes(outage, starts)] == [
+        "ES 2024-01-10 14:00 .. 2024-01-10 14:39 UTC (38 open minutes without a bar)"]
+    # the daily halt (22:00-23:00 UTC) and a weekend are closed time: no hole
+    assert new_stretch(_bars("2024-01-10T21:59", "2024-01-10T23:00")).tolist() == [True, False]
+    assert new_stretch(_bars("2024-01-12T21:59", "2024-01-14T23:00")).tolist() == [True, False]
+    # a session whose data stops hours before its close: a hole, reported like an outage
+    cut = _bars("2024-01-10T12:00", "2024-01-10T23:00")
+    assert new_stretch(cut).tolist() == [True, True] and len(session_holes(cut, new_stretch(cut))) == 1
+    # a whole missing session is a hole too (a Gap, not reported as a hole inside a session)
+    missing = _bars("2024-01-09T21:59", "2024-01-11T23:00")
+    assert new_stretch(missing).tolist() == [True, True] and session_holes(missing, new_stretch(missing)) == []
+    # the calendar's breaks are closed time: grains pause 07:45-08:30 CT
+    ns = [np.datetime64(t, "ns").astype(np.int64) for t in ("2024-01-10T13:40", "2024-01-10T14:35")]
+    assert open_ns_between("ZC", np.array([ns[0]]), np.array([ns[1]]))[0] == 10 * 60 * 10**9
+    # each (root, contract) is its own series: a roll starts a stretch
+    rolled = quiet.with_columns(contract_seq=pl.Series([0, 1, 1], dtype=pl.Int32))
+    assert new_stretch(rolled).tolist() == [True, True, False]

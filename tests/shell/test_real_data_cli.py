@@ -128,6 +128,27 @@ def test_a_1000x_print_holds_its_date_back_and_names_bar_root_and_file(foxhunt_h
     assert after == before and after[1] < spike / 100
 
 
+def test_a_bad_print_holds_back_its_root_only_and_the_command_says_so_last(foxhunt_home):
+    """ES's 1000x print lands with the day's real ES and NQ bars: NQ's bars of 2024-07-02 are
+    stored all the same, ES's are not, and the command ends (exit 1) with one line naming
+    what was held back."""
+    paths = FoxhuntPaths.from_env().ensure()
+    _land(paths, JULY)
+    recs, _ = real_records(JULY)
+    last = recs[recs["instrument_id"] == ESU4][-1:].copy()
+    last["ts_event"] += np.uint64(60 * 10**9)
+    for c in ("open", "high", "low", "close"):
+        last[c] = last[c] * 1000
+    write_real(paths.landing / "late-print.dbn.zst", records=last, end_ns=int(last["ts_event"][0]) + 60 * 10**9)
+
+    ok, text = _materialize(paths)
+    assert not ok, text
+    assert text.splitlines()[-1] == ("held back (likely bad prints, not stored; see continuous_bars_price_jumps "
+                                     "above): ES 2024-07-02; every other root and date is stored"), text
+    stored = dict(_sql(paths, "select root, count(*) from continuous_bars where trade_date = '2024-07-02' group by 1"))
+    assert stored == {"NQ": 30}, stored
+
+
 def test_late_data_that_moves_a_roll_rebuilds_the_dates_after_it(foxhunt_home):
     paths = FoxhuntPaths.from_env().ensure()
     _land(paths, JULY, JAN26)  # ESU4 (2024) then ESH6 (2026): segments 0 and 1
