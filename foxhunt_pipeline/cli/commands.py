@@ -83,9 +83,12 @@ def main() -> None:
 @click.option("--start", type=click.DateTime(["%Y-%m-%d"]), default="2024-01-02", show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--random-walk", is_flag=True, help="Remove every predictable component (lookahead guard data).")
+@click.option("--break-at", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Switch the predictable components off from this CME trade date on (a regime "
+                   "change: models decay after it); the days before are unchanged.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: $FOXHUNT_HOME/landing.")
 @home_option
-def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
+def generate(days, roots, schema, start, seed, random_walk, break_at, out, home) -> None:
     """Write synthetic Databento-style DBN files (one zstd file per UTC day)."""
     from foxhunt_pipeline.synthetic.generate import generate as gen
 
@@ -94,6 +97,7 @@ def generate(days, roots, schema, start, seed, random_walk, out, home) -> None:
     written = gen(
         out, days=days, roots=tuple(r.strip().upper() for r in roots.split(",") if r.strip()),
         schema=schema, start=start.date(), seed=seed, random_walk=random_walk, progress=sys.stderr.isatty(),
+        break_at=break_at.date() if break_at else None,
     )
     click.echo(f"wrote {len(written)} files to {out}")
     click.echo(_oracle_line(out, start.date(), start.date() + timedelta(days=max(days - 1, 0))))

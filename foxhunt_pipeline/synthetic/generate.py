@@ -28,7 +28,7 @@ The package is split by concept, and every public name stays importable from her
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +148,7 @@ __all__ = [
     "VOL_SLOW_HALF_LIFE_S",
     "VOL_SLOW_SD",
     "WEEKEND_CLOSED_HOURS",
+    "break_instant_ns",
     "dbn_file_name",
     "generate",
     "generate_file",
@@ -172,6 +173,13 @@ def dbn_file_name(day: date, schema: str) -> str:
     return f"glbx-mdp3-{day:%Y%m%d}.{schema}.dbn.zst"
 
 
+def break_instant_ns(trade_date: date) -> int:
+    """The first instant of CME trade date ``trade_date``: 17:00 America/Chicago the calendar
+    day before (the evening session already trades the next day's date)."""
+    opens = datetime.combine(trade_date - timedelta(days=1), time(17), tzinfo=CHICAGO)
+    return int(opens.timestamp()) * NS
+
+
 def iter_days(
     days: int,
     roots: Sequence[str] = ("ES", "ZN"),
@@ -179,9 +187,10 @@ def iter_days(
     start: date = date(2024, 1, 2),
     seed: int = 7,
     random_walk: bool = False,
+    break_at: date | None = None,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping]]]:
     """(UTC day, sorted records, mappings) for each day, without writing anything."""
-    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk):
+    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk, break_at):
         yield day, recs, maps
 
 
@@ -192,6 +201,7 @@ def _simulate(
     start: date,
     seed: int,
     random_walk: bool,
+    break_at: date | None = None,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping], dict[str, OracleDay]]]:
     """As :func:`iter_days`, plus each root's oracle statistics for the day."""
     check_args(roots, schema)
@@ -201,6 +211,7 @@ def _simulate(
         rho=0.0 if random_walk else AR1_RHO,
         start=start,
         drift=NO_DRIFT if random_walk else DEFAULT_DRIFT,
+        break_ns=None if break_at is None else break_instant_ns(break_at),
     )
     sims = [RootSimulator(r, seed, params) for r in roots]
     for i in range(days):
@@ -226,20 +237,25 @@ def generate(
     seed: int = 7,
     random_walk: bool = False,
     progress: bool = False,
+    break_at: date | None = None,
 ) -> list[Path]:
     """Land ``days`` UTC days of synthetic bars from ``start`` under ``out_dir``; returns the
     files written (or already present with identical bytes). Days without bars get no file.
     Each file gets a sidecar ``<file>.generator.json`` with the generator's parameters and
     the oracle's statistics for that day (:mod:`.run_metadata`; read them back with
-    :func:`oracle_summary`). Raises :class:`LandedFileConflict` rather than overwrite a
-    different existing file or sidecar."""
+    :func:`oracle_summary`). ``break_at`` switches the predictable components off from the
+    start of that CME trade date on (a regime change, :mod:`.market`); without it the output
+    is byte for byte what it always was. Raises :class:`LandedFileConflict` rather than
+    overwrite a different existing file or sidecar."""
     if days < 0:
         raise ValueError(f"days must be >= 0, got {days}")
     check_args(roots, schema)
     out_dir = Path(out_dir)
     symbols = [f"{r}.FUT" for r in roots]
     config = generator_config(roots, schema, start, seed, random_walk)
-    it = _simulate(days, roots, schema, start, seed, random_walk)
+    if break_at is not None:
+        config["break_at"] = break_at.isoformat()
+    it = _simulate(days, roots, schema, start, seed, random_walk, break_at)
     if progress:
         it = tqdm(it, total=days, desc="generate", unit="day")
     written: list[Path] = []
