@@ -85,17 +85,26 @@ class DecayResult:
         return float(self.statistic[-1]) if self.statistic.size else 0.0
 
 
+def _per_bar(roots: np.ndarray, refs: Mapping[str, Reference]) -> tuple[np.ndarray, ...]:
+    """Each bar's reference mean, sd and edge (NaN / 0 where its root has no reference)."""
+    roots = np.asarray(roots).astype(str)
+    names, inverse = np.unique(roots, return_inverse=True)
+    mean = np.array([refs[r].mean if r in refs else np.nan for r in names])[inverse]
+    sd = np.array([refs[r].sd if r in refs else np.nan for r in names])[inverse]
+    delta = np.divide(mean, sd, out=np.zeros_like(mean), where=sd > 0)
+    return mean, sd, delta
+
+
 def increments(pnl: np.ndarray, roots: np.ndarray, refs: Mapping[str, Reference],
                k_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """The CUSUM's steps ``-z - k`` of the bars (in time order) whose root has an edge, and
-    the mask of those bars."""
+    """The CUSUM's steps ``-z - k`` of the bars (in time order; ``pnl`` may hold several
+    streams as rows) whose root has an edge, and the mask of those bars."""
     pnl = np.asarray(pnl, np.float64)
-    roots = np.asarray(roots).astype(str)
-    mean = np.array([refs[r].mean if r in refs else np.nan for r in roots])
-    sd = np.array([refs[r].sd if r in refs else np.nan for r in roots])
-    delta = np.divide(mean, sd, out=np.zeros_like(mean), where=sd > 0)
-    use = np.isfinite(pnl) & np.isfinite(mean) & (sd > 0) & (delta > 0)
-    z = (pnl[use] - mean[use]) / sd[use]
+    mean, sd, delta = _per_bar(roots, refs)
+    use = np.isfinite(mean) & (sd > 0) & (delta > 0)
+    if pnl.ndim == 1:
+        use = use & np.isfinite(pnl)
+    z = (pnl[..., use] - mean[use]) / sd[use]
     return -z - k_fraction * delta[use], use
 
 
@@ -138,33 +147,37 @@ def calibrate(test_pnl: Mapping[str, np.ndarray], bars_per_day: Mapping[str, int
                          if r in refs and refs[r].delta > 0})
     if stream.size == 0:
         return float("inf")
+    from models.monitoring.band import series_block
+
     rng = np.random.default_rng(seed)
+    blocks = {r: series_block(test_pnl[r]) for r in np.unique(stream)}
     peaks = []
     for start in range(0, resamples, chunk):
         n = min(chunk, resamples - start)
-        steps = in_control_steps(test_pnl, stream, refs, th.k_fraction, n, rng)
+        steps = in_control_steps(test_pnl, stream, refs, th.k_fraction, n, rng, blocks)
         peaks.append(cusum(steps).max(axis=-1))
     return float(np.quantile(np.concatenate(peaks), 1.0 - th.false_alarm))
 
 
 def in_control_steps(test_pnl: Mapping[str, np.ndarray], stream_roots: np.ndarray,
                      refs: Mapping[str, Reference], k_fraction: float, resamples: int,
-                     rng: np.random.Generator) -> np.ndarray:
+                     rng: np.random.Generator,
+                     blocks: Mapping[str, float] | None = None) -> np.ndarray:
     """``[resamples, bars]`` CUSUM steps of live streams drawn from the backtest itself: each
     root's bars of ``stream_roots`` (the live stream's roots in time order) filled with a
-    block-bootstrap path of that root's test P&L. What the detector sees when nothing
-    decayed, so its false-alarm rate over a live period of this length can be counted."""
+    block-bootstrap path of that root's test P&L (``blocks``: each root's block length, if
+    known). What the detector sees when nothing decayed, so its false-alarm rate over a live
+    period of this length can be counted."""
     from models.monitoring.band import resample_paths
 
     roots = np.asarray(stream_roots).astype(str)
-    pnl = np.full((resamples, roots.size), np.nan)
+    pnl = np.zeros((resamples, roots.size))
     for r in np.unique(roots):
         where = np.flatnonzero(roots == r)
         if r in test_pnl:
-            pnl[:, where] = resample_paths(test_pnl[r], where.size, resamples, rng)
-    steps = [increments(row, roots, refs, k_fraction)[0] for row in pnl]
-    width = min((s.size for s in steps), default=0)
-    return np.stack([s[:width] for s in steps]) if steps else np.zeros((0, 0))
+            pnl[:, where] = resample_paths(test_pnl[r], where.size, resamples, rng,
+                                           None if blocks is None else blocks.get(r))
+    return increments(pnl, roots, refs, k_fraction)[0]
 
 
 def false_alarm_rate(steps_in_control: np.ndarray, threshold: float) -> float:

@@ -74,11 +74,11 @@ def _backtest(rng: np.random.Generator, n: int, edge: float, sd: float = 1e-4) -
 def test_decay_is_found_when_the_edge_is_gone_and_not_on_the_backtest_itself():
     rng = np.random.default_rng(4)
     edge = 8e-6  # ~0.05 sd per bar: a Sharpe of ~25 at minute bars, as the demo's models
-    test = {"ES": _backtest(rng, 16_000, edge)}
+    test = {"ES": _backtest(rng, 8_000, edge)}
     refs = decay.references(test)
-    th = decay.DecayThresholds(false_alarm=0.05, horizon_days=5)
+    th = decay.DecayThresholds(false_alarm=0.05, horizon_days=4)
     h = decay.calibrate(test, {"ES": 1_380}, refs, th, resamples=200)
-    n = 5 * 1_380
+    n = 4 * 1_380
     roots = np.full(n, "ES")
     # the calibrated level is what it says: ~5% of in-control 5-day streams pass it
     far = decay.false_alarm_rate(decay.in_control_steps(test, roots, refs, th.k_fraction, 200,
@@ -102,22 +102,22 @@ def test_a_root_without_an_edge_is_not_monitored():
 
 def test_live_bars_drawn_from_the_backtest_fall_inside_its_band():
     rng = np.random.default_rng(6)
-    test = {"ES": _backtest(rng, 20_000, 8e-6), "ZN": _backtest(rng, 20_000, 4e-6)}
-    days = [f"d{i}" for i in range(5)]
-    counts = {"ES": [1380 * (i + 1) for i in range(5)], "ZN": [1380 * (i + 1) for i in range(5)]}
-    b = band.rolling_band(test, counts, days, BARS_PER_YEAR, resamples=300, seed=0)
-    assert b.sharpe.shape == (5, 3) and (b.sharpe[:, 0] < b.sharpe[:, 2]).all()
+    test = {"ES": _backtest(rng, 8_000, 8e-6), "ZN": _backtest(rng, 8_000, 4e-6)}
+    days = [f"d{i}" for i in range(4)]
+    counts = {"ES": [1380 * (i + 1) for i in range(4)], "ZN": [1380 * (i + 1) for i in range(4)]}
+    b = band.rolling_band(test, counts, days, BARS_PER_YEAR, resamples=200, seed=0)
+    assert b.sharpe.shape == (4, 3) and (b.sharpe[:, 0] < b.sharpe[:, 2]).all()
     assert (np.diff(b.sharpe[:, 2] - b.sharpe[:, 0]) < 0).all()  # narrower as days add up
     inside = 0
     for _ in range(40):  # live days drawn from the test bars themselves
-        start = rng.integers(0, 20_000 - 1380 * 5)
-        pnl = np.concatenate([test[r][start:start + 1380 * 5] for r in ("ES", "ZN")])
+        start = rng.integers(0, 8_000 - 1380 * 4)
+        pnl = np.concatenate([test[r][start:start + 1380 * 4] for r in ("ES", "ZN")])
         eq = pnl.sum()
         inside += int(b.equity[-1, 0] <= eq <= b.equity[-1, 2])
     assert inside >= 30  # the 90% band holds ~90% of them (blocks of real runs: a bit less)
-    bars = live.LiveBars(np.repeat(days, 10), np.tile(["ES", "ZN"], 25), rng.normal(0, 1, 50),
-                         rng.normal(0, 1, 50), rng.normal(0, 1, 50), np.full(50, np.nan))
+    bars = live.LiveBars(np.repeat(days, 10), np.tile(["ES", "ZN"], 20), rng.normal(0, 1, 40),
+                         rng.normal(0, 1, 40), rng.normal(0, 1, 40), np.full(40, np.nan))
     rows = live.cumulative_by_day(bars, BARS_PER_YEAR)
     pooled = [r for r in rows if r["scope"] == live.POOLED]
-    assert [r["bars"] for r in pooled] == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert [r["bars"] for r in pooled] == [10.0, 20.0, 30.0, 40.0]
     assert np.isnan(pooled[-1]["pinball"])  # an agent's rows have none: NaN, not 0
