@@ -30,6 +30,15 @@ EAGER_OVER_HISTORY = (
     & dg.AutomationCondition.all_deps_blocking_checks_passed()
 )
 
+# Retraining when a trade date's live_pnl_decay check (assets.forecasting) newly fails: on
+# ``training_dataset``, whose new materialization the models retrain on (the evaluations and
+# the leaderboard follow, and the leaderboard demotes a champion the retraining does not
+# replace)
+RETRAIN_ON_DECAY = dg.AutomationCondition.asset_matches(
+    "live_performance",
+    dg.AutomationCondition.any_checks_match(dg.AutomationCondition.check_failed()),
+).newly_true().with_label("live_pnl_decay failed")
+
 
 PROJECT_PACKAGES = ("foxhunt_pipeline", "models")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

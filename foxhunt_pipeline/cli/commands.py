@@ -392,11 +392,36 @@ def _predict(artifact: Path, features_path: Path, *, root, start, end):
 
 
 @main.command()
+@click.option("--date", "day", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="The trade date to forecast (default: the newest with features).")
+@click.option("--from", "date_from", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="First trade date of a range (with --to).")
+@click.option("--to", "date_to", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Last trade date of a range (default: the newest with features).")
+@home_option
+def forecast(day, date_from, date_to, home) -> None:
+    """Forecast trade dates with the overall champion (``models:/<name>@champion``): every
+    decision bar of every root, stored per date and model version (views `forecasts` and
+    `realised`, which joins the outcomes of earlier dates as they arrive). Reads only each
+    date's features and the lookback before it. A date whose features are missing, held back
+    or stale is refused, naming it."""
+    from foxhunt_pipeline.cli.forecast import run_forecast
+
+    paths = _paths(home)
+    if day is not None and (date_from is not None or date_to is not None):
+        raise click.BadParameter("give --date or --from/--to, not both")
+    first = (day or date_from).date() if (day or date_from) else None
+    last = day.date() if day else (date_to.date() if date_to else None)
+    ok = run_forecast(paths, first, last, echo=click.echo)
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
 @click.argument("query")
 @home_option
 def sql(query, home) -> None:
     """Run a read-only SQL QUERY on $FOXHUNT_HOME/foxhunt.duckdb (views raw_bars, continuous_bars,
-    features; tables rolls, model_evaluations). The PyPI duckdb CLI lags the Python package's
+    features, forecasts, all_forecasts, realised; tables rolls, model_evaluations). The PyPI duckdb CLI lags the Python package's
     storage format, so this is the supported way in. With $FOXHUNT_WAREHOUSE_URL set, the
     views read the object store through its fsspec filesystem."""
     import duckdb
