@@ -40,8 +40,10 @@ from assets.metadata_images import image_md
 from foxhunt_pipeline.forecasting.daily import forecast_date
 from foxhunt_pipeline.forecasting.freshness import ForecastRefused, NoData
 from foxhunt_pipeline.forecasting.reference import (
+    by_day,
     columns_of,
     decay_threshold,
+    drift_null,
     drift_reference,
     test_pnl,
 )
@@ -66,20 +68,16 @@ class ChampionForecastsConfig(dg.Config):
 
     threshold_k: float = Field(EvaluationConfig().threshold_k, description="Enter beyond this "
                                "many one-way costs (the evaluation's no-trade band).")
-    reference_days: int = Field(10, description="Stored dates before the live start that the "
-                                "drift checks compare each date with.")
+    reference_days: int = Field(20, description="Stored dates before the live start that the "
+                                "drift checks compare each date with: a date warns when a "
+                                "feature moved further than on any of them (leave one date "
+                                "out), at most 1 / (days + 1) of the time by chance.")
     reference_rows: int = Field(20_000, description="Feature rows sampled from them.")
-    psi_threshold: float = Field(library_default(drift.DriftThresholds, "psi"),
-                                 description="PSI past which a feature (or the forecasts) "
-                                 "drifted.")
-    drift_alpha: float = Field(library_default(drift.DriftThresholds, "alpha"),
-                               description="Family-wise level of the two-sample tests.")
-    min_drifted: int = Field(library_default(drift.DriftThresholds, "min_drifted"),
-                             description="Drifted features that make the date warn.")
+    psi_floor: float = Field(library_default(drift.DriftThresholds, "psi"),
+                             description="A drifted feature's PSI must also pass this.")
 
     def thresholds(self) -> drift.DriftThresholds:
-        return drift.DriftThresholds(psi=self.psi_threshold, alpha=self.drift_alpha,
-                                     min_drifted=self.min_drifted)
+        return drift.DriftThresholds(psi=self.psi_floor)
 
 
 class LivePerformanceConfig(dg.Config):
@@ -159,26 +157,30 @@ def _evaluations(context: dg.AssetExecutionContext,
 
 def _drift_checks(champ: Champion, storage: FoxhuntStorage, config: ChampionForecastsConfig,
                   day: date, rows: pl.DataFrame) -> tuple[drift.DriftReport, drift.DriftReport]:
-    """Feature drift of ``day`` and drift of its forecasts against the reference dates."""
+    """Feature drift of ``day`` and drift of its forecasts (an agent's positions) against the
+    reference dates, each judged by how much the reference dates differ among themselves."""
     th = config.thresholds()
+    empty = drift.DriftReport(thresholds=th)
     if champ.live_start is None:
-        return drift.DriftReport(thresholds=th), drift.DriftReport(thresholds=th)
-    ref_f, ref_p, _ = drift_reference(storage.warehouse_root, champ.fm, champ.cost_by_root,
-                                      champ.live_start, config.reference_days,
-                                      config.reference_rows)
+        return empty, empty
+    root, ref = storage.warehouse_root, champ.ref
+    ref_f, ref_p, _ = drift_reference(root, champ.fm, champ.cost_by_root, champ.live_start,
+                                      config.reference_days, config.reference_rows)
     names = list(champ.fm.loaded.meta.get("observed_names", []))
-    today = stored.read_dates(storage.warehouse_root, "features", day, day, columns=names)
-    features_report = drift.feature_drift(columns_of(ref_f, names),
-                                          columns_of(today if today is not None
-                                                     else pl.DataFrame(), names), th)
-    if ref_p.is_empty() or rows.is_empty():
-        return features_report, drift.DriftReport(thresholds=th)
-    if champ.fm.kind == "agent":
-        pred = [drift.categorical_drift("position", ref_p["position"].to_numpy(),
-                                        rows["position"].to_numpy(), th)]
-        return features_report, drift.DriftReport(pred, th)
+    days_f = by_day(ref_f, names)
+    if len(days_f) < 2:
+        return empty, empty
+    today = stored.read_dates(root, "features", day, day, columns=names)
+    features_report = drift.feature_drift(
+        days_f, columns_of(today if today is not None else pl.DataFrame(), names),
+        drift_null(root, ref.model, ref.version, "features", days_f, th), th)
+    what = "position" if champ.fm.kind == "agent" else "forecast"
+    days_p = by_day(ref_p, [what])
+    if len(days_p) < 2 or rows.is_empty():
+        return features_report, empty
     return features_report, drift.feature_drift(
-        {"forecast": ref_p["forecast"].to_numpy()}, {"forecast": rows["forecast"].to_numpy()}, th)
+        days_p, columns_of(rows, [what]),
+        drift_null(root, ref.model, ref.version, "predictions", days_p, th), th)
 
 
 def _drift_evaluations(key: str, reports: tuple[drift.DriftReport, drift.DriftReport] | None,
@@ -189,8 +191,8 @@ def _drift_evaluations(key: str, reports: tuple[drift.DriftReport, drift.DriftRe
         if report is None or not report.features:
             yield _evaluation(FORECASTS, check, key, True, warn, why_not or "nothing to compare")
             continue
-        top = pl.DataFrame([{"name": f.name, "psi": f.psi, "statistic": f.statistic,
-                             "p_value": f.p_value, "drifted": f.drifted} for f in report.top(10)])
+        top = pl.DataFrame([{"name": f.name, "score": f.score, "psi": f.psi, "ks": f.statistic,
+                             "ks_p_value": f.p_value, "drifted": f.drifted} for f in report.top(10)])
         yield _evaluation(FORECASTS, check, key, not report.warn, warn, report.describe(),
                           drifted=dg.MetadataValue.int(len(report.drifted)),
                           top=dg.MetadataValue.md(markdown_table(top, 10)))
@@ -211,9 +213,9 @@ def _drift_evaluations(key: str, reports: tuple[drift.DriftReport, drift.DriftRe
                                  "models.monitoring.drift"),
     check_specs=[
         dg.AssetCheckSpec(FEATURE_DRIFT, asset=FORECASTS, partitions_def=trade_dates,
-                          description="WARN when features of the date drifted from the "
-                          "champion's reference dates (PSI past the threshold and a KS test "
-                          "rejecting at the Bonferroni level); names the most drifted"),
+                          description="WARN when a feature of the date drifted from the "
+                          "champion's reference dates further (PSI and KS distance) than any "
+                          "reference date did from the others; names the most drifted"),
         dg.AssetCheckSpec(PREDICTION_DRIFT, asset=FORECASTS, partitions_def=trade_dates,
                           description="WARN when the champion's forecasts (an agent's "
                           "positions) of the date drifted from its forecasts of the "

@@ -24,7 +24,7 @@ from foxhunt_pipeline.forecasting.frame import ForecastModel, forecast_rows
 from foxhunt_pipeline.forecasting.freshness import FEATURES
 from foxhunt_pipeline.forecasting.inputs import read_date_inputs
 from foxhunt_pipeline.storage import object_store, trade_dates
-from models.monitoring import decay
+from models.monitoring import decay, drift
 
 MONITORING = "monitoring"
 
@@ -52,7 +52,7 @@ def _sample(frame: pl.DataFrame, rows: int, seed: int) -> pl.DataFrame:
 
 
 def drift_reference(root: UPath, fm: ForecastModel, cost_by_root: Mapping[str, float],
-                    start: date, days: int = 10, rows: int = 20_000, seed: int = 0
+                    start: date, days: int = 20, rows: int = 20_000, seed: int = 0
                     ) -> tuple[pl.DataFrame, pl.DataFrame, list[date]]:
     """(features sample, the champion's forecasts, dates) of the ``days`` stored dates before
     ``start``: read from the version's cache, else computed and cached."""
@@ -117,10 +117,39 @@ def decay_threshold(root: UPath, model: str, version: str, bars: pl.DataFrame,
     return h
 
 
+def by_day(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """Reference rows (with ``trade_date``) as trade date -> feature -> values, in date order."""
+    if frame.is_empty():
+        return {}
+    parts = frame.sort("trade_date").partition_by("trade_date", as_dict=True, maintain_order=True)
+    return {str(d): columns_of(part, names) for (d,), part in parts.items()}
+
+
+def drift_null(root: UPath, model: str, version: str, what: str,
+               days: Mapping[str, Mapping[str, np.ndarray]],
+               thresholds: drift.DriftThresholds) -> drift.ReferenceNull:
+    """``drift.reference_null`` of the reference ``days`` (leave one day out), computed once
+    per champion version, reference and thresholds, and kept beside the reference."""
+    key = {"days": list(days), "psi": thresholds.psi, "trend": thresholds.trend,
+           "bins": thresholds.bins}
+    path = reference_dir(root, model, version) / f"null_{what}.json"
+    if path.is_file():
+        cached = json.loads(path.read_text())
+        if cached.get("settings") == key:
+            return drift.ReferenceNull(tuple(cached["features"]), np.asarray(cached["psi"]),
+                                       np.asarray(cached["ks"]), tuple(cached["moving"]))
+    null = drift.reference_null(days, thresholds)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"settings": key, "features": list(null.features),
+                                "psi": null.psi.tolist(), "ks": null.ks.tolist(),
+                                "moving": list(null.moving)}))
+    return null
+
+
 def columns_of(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, np.ndarray]:
     """The named columns as float arrays (those present)."""
     return {n: frame[n].cast(pl.Float64).to_numpy() for n in names if n in frame.columns}
 
 
-__all__ = ["MONITORING", "bars_per_day", "columns_of", "decay_threshold", "drift_reference",
+__all__ = ["MONITORING", "bars_per_day", "by_day", "columns_of", "drift_null", "decay_threshold", "drift_reference",
            "live_start", "reference_dates", "reference_dir", "test_pnl"]
