@@ -91,7 +91,7 @@ def _decay_check(instance, passed: bool, day: str) -> None:
 
 def test_a_failed_decay_check_starts_retraining_once():
     """live_pnl_decay failing on a date asks for training_dataset (and so every model) once;
-    a date whose check passes asks for nothing."""
+    a date whose check passes asks for nothing; the next date failing asks again."""
     with dg.instance_for_test() as instance:
         start = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         _materialize(instance, "continuous_bars", "features", "training_dataset")
@@ -107,6 +107,9 @@ def test_a_failed_decay_check_starts_retraining_once():
         assert alarm.get_num_requested(dg.AssetKey("training_dataset")) == 1
         after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=alarm.cursor)
         assert "training_dataset" not in _requested(after)
+        _decay_check(instance, passed=False, day="2024-01-08")
+        again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=after.cursor)
+        assert again.get_num_requested(dg.AssetKey("training_dataset")) == 1
 
 
 def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(foxhunt_home):
