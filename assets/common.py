@@ -30,6 +30,17 @@ EAGER_OVER_HISTORY = (
     & dg.AutomationCondition.all_deps_blocking_checks_passed()
 )
 
+# Retraining when a trade date's live_pnl_decay check (assets.forecasting) newly fails: on
+# ``training_dataset``, whose new materialization the models retrain on (the evaluations and
+# the leaderboard follow, and the leaderboard demotes a champion the retraining does not
+# replace). Each date whose check newly fails asks once (a later date still failing asks
+# again: retrain on the newest data until the champion is replaced or demoted).
+RETRAIN_ON_DECAY = (
+    dg.AutomationCondition.asset_matches("live_performance", dg.AutomationCondition.any_checks_match(
+        dg.AutomationCondition.check_failed().newly_true()))
+    & ~dg.AutomationCondition.in_progress()
+).with_label("live_pnl_decay newly failed")
+
 
 PROJECT_PACKAGES = ("foxhunt_pipeline", "models")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -39,13 +39,9 @@ from models.training.checkpoint import read_checkpoint_meta
 from models.utc import iso_utc
 from models.windows import recent_rows
 from resources.mlflow_tracking import MLflowResource, TrackedRun
-from resources.storage import FoxhuntStorage
+from resources.storage import BARS_TABLE, EVALUATIONS_TABLE, FoxhuntStorage
 from resources.torch_device import TorchDevice
 
-EVALUATIONS_TABLE = "model_evaluations"
-#: per protocol, every candidate's pooled test bars (root, ts_event, position, pnl): what the
-#: leaderboard's paired comparisons resample
-BARS_TABLE = "evaluation_bars"
 #: Float columns of model_evaluations (NULL where undefined); the full set is in metrics_json.
 SUMMARY_METRICS = (
     "n_bars", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "ci_level", "annual_log_return",

@@ -9,6 +9,7 @@ from pydantic import Field
 from assets.common import (
     EAGER_OVER_HISTORY,
     OWNERS,
+    RETRAIN_ON_DECAY,
     check_result,
     code_version_of,
     markdown_table,
@@ -146,7 +147,7 @@ def features(context: dg.AssetExecutionContext, config: FeaturesConfig, storage:
     owners=OWNERS,
     code_version=code_version_of("foxhunt_pipeline.features.dataset", "foxhunt_pipeline.features.dataset_dates",
                                  "foxhunt_pipeline.storage.dataset_store", "models.windows"),
-    automation_condition=EAGER_OVER_HISTORY,
+    automation_condition=EAGER_OVER_HISTORY | RETRAIN_ON_DECAY,
     check_specs=[
         dg.AssetCheckSpec(
             DATASET_CHECK, asset="training_dataset", blocking=True,

@@ -54,11 +54,9 @@ from models.evaluation.promotion import (
     n_paired_tests,
     verdict,
 )
+from resources.champion import CHAMPION_ALIAS, DECAY_TAG, DEMOTED_TAG, OVERALL_TAG
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
-
-CHAMPION_ALIAS = "champion"
-OVERALL_TAG = "foxhunt.overall_champion"
 
 
 class LeaderboardConfig(dg.Config):
@@ -187,13 +185,37 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
         if overall_family in refused:
             refused["overall"] = refused[overall_family]
     naive = [c.name for c in baseline_candidates()]
-    comparison, why_not = _comparison(storage, protocol, rows, champions, naive, config)
-    if comparison is None:
-        decisions = {s: Decision(False, None, why_not, s, "bars") for s in [*present, "overall"]}
-    else:
-        decisions = decide_scopes(rows, comparison, [b for b in naive if b in comparison.names],
-                                  champions, refused)
+    # a version demoted after a decay alarm is shown but never a candidate again
+    earlier = demoted_versions(mlflow, rows)
+    demoted = dict(earlier)
+
+    def decide() -> tuple[PairedComparison | None, dict[str, Decision]]:
+        candidates = [r for r in rows if candidate_key(r) not in demoted]
+        holders = {s: c for s, c in champions.items()
+                   if c is None or candidate_key(c) not in demoted}
+        comparison, why_not = _comparison(storage, protocol, candidates, holders, naive, config)
+        if comparison is None:
+            return None, {s: Decision(False, None, why_not, s, "bars")
+                          for s in [*present, "overall"]}
+        return comparison, decide_scopes(candidates, comparison,
+                                         [b for b in naive if b in comparison.names],
+                                         holders, refused)
+
+    comparison, decisions = decide()
     lines = _promote(context, mlflow, decisions, refs, overall_family, present)
+    demotion = demote_decayed(mlflow, decisions, refs, overall_family, rows)
+    if demotion is not None:  # the retrained models did not replace a decayed champion
+        family, why = demotion
+        gone = candidate_key(refs[family])
+        lines.append(f"- **demoted** {gone} (alias `{CHAMPION_ALIAS}` removed; never champion "
+                     f"again): {why}; decided again without it:")
+        demoted[gone] = why
+        champions = {s: c for s, c in champions.items() if c is None or candidate_key(c) != gone}
+        overall_family = None if overall_family == family else overall_family
+        refs = {f: r for f, r in refs.items() if f != family}
+        comparison, decisions = decide()
+        lines += _promote(context, mlflow, decisions, refs, overall_family, present)
+    lines += [f"- demoted earlier, not a candidate: {k}: {why}" for k, why in earlier.items()]
     compared = rows + list(baselines.values())
     _paired_cells(compared, comparison, champions.get("overall"), naive)
     oracle, oracle_line = oracle_reference(storage.landing_root, compared)
@@ -216,6 +238,52 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
             "path": dg.MetadataValue.path(str(out)),
         }
     )
+
+
+def demoted_versions(mlflow: MLflowResource, rows: list[dict]) -> dict[str, str]:
+    """The rows' model versions tagged ``foxhunt.demoted`` (a decay alarm the retraining did
+    not cure) and why; they are shown but never champion again."""
+    client = mlflow.client()
+    out = {}
+    for r in rows:
+        try:
+            tags = client.get_model_version(r["model"], str(r["version"])).tags or {}
+        except MlflowException:
+            continue
+        if tags.get(DEMOTED_TAG):
+            out[candidate_key(r)] = tags[DEMOTED_TAG]
+    return out
+
+
+def demote_decayed(mlflow: MLflowResource, decisions: dict[str, Decision], refs: dict[str, dict],
+                   overall_family: str | None, rows: list[dict]) -> tuple[str, str] | None:
+    """``(family, why)`` when the overall champion that kept its alias in this run carries a
+    decay alarm and every family on the table was evaluated again since the alarm (the
+    retraining it asked for is done): its alias and overall tag are removed and the reason
+    tagged on its version. None otherwise."""
+    overall = decisions.get("overall")
+    if overall_family is None or (overall is not None and overall.promote):
+        return None  # no champion, or a retrained challenger replaced it
+    ref = refs.get(overall_family)
+    client = mlflow.client()
+    tags = client.get_model_version(ref["model"], ref["version"]).tags or {}
+    if not tags.get(DECAY_TAG) or tags.get(DEMOTED_TAG):
+        return None
+    alarm = json.loads(tags[DECAY_TAG])
+    raised = datetime.fromisoformat(alarm["raised_at"])
+    newest: dict[str, datetime] = {}
+    for r in rows:
+        at = datetime.fromisoformat(str(r["evaluated_at"]).replace(" ", "T"))
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        newest[r["family"]] = max(at, newest.get(r["family"], at))
+    if not newest or min(newest.values()) <= raised:
+        return None  # the retraining has not reached every family yet
+    why = (f"live P&L decayed ({alarm.get('message', 'live_pnl_decay failed')}, trade date "
+           f"{alarm.get('trade_date')}) and the models retrained since did not replace it")
+    client.set_model_version_tag(ref["model"], ref["version"], DEMOTED_TAG, why)
+    client.delete_registered_model_alias(ref["model"], CHAMPION_ALIAS)
+    client.set_registered_model_tag(ref["model"], OVERALL_TAG, "false")
+    return overall_family, why
 
 
 def _headline(decision: Decision | None, champion: dict | None) -> str:

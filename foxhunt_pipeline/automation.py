@@ -74,7 +74,8 @@ def build_automation(settings: Settings, environ: Mapping[str, str] | None = Non
             minimum_interval_seconds=landing_interval,
             description="After files are ingested, rebuilds continuous_bars and features for the trade "
             "dates they hold (plus the date before) and the stored dates late data moved the front of, "
-            "in one run per burst of landed files and cluster of dates.",
+            "and forecasts them with the champion, in one run per burst of landed files and cluster "
+            "of dates.",
         )(history_tick),
         retrain_schedule=dg.ScheduleDefinition(
             name="weekly_retraining",
@@ -107,8 +108,10 @@ def _jobs(tags: dict[str, str]) -> dict[str, AssetJob]:
         ),
         "history_job": dg.define_asset_job(
             HISTORY_JOB,
-            selection=dg.AssetSelection.assets("continuous_bars", "features"),
-            description="Rebuild continuous_bars and features for a range of trade dates, in one run.",
+            selection=dg.AssetSelection.assets("continuous_bars", "features", "champion_forecasts",
+                                               "live_performance"),
+            description="Rebuild continuous_bars and features for a range of trade dates, and the "
+            "champion's forecasts and live performance of those dates (no retraining), in one run.",
             tags=tags,
         ),
         "retrain_job": dg.define_asset_job(

@@ -11,6 +11,7 @@ from assets import (
     ensemble,
     evaluation,
     features,
+    forecasting,
     ingestion,
     leaderboard,
     lightgbm_model,
@@ -27,7 +28,7 @@ from resources.storage import FoxhuntStorage
 from resources.torch_device import TorchDevice
 
 ASSET_MODULES = [ingestion, features, training, lightgbm_model, agents, ensemble, evaluation,
-                 leaderboard, quantization, tuning]
+                 leaderboard, quantization, tuning, forecasting]
 
 
 def build_resources() -> dict[str, object]:

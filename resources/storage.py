@@ -15,6 +15,12 @@ from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.storage import artifact_sync, model_store, object_store, warehouse
 from foxhunt_pipeline.storage import scratch as scratch_area
 
+#: the evaluations' append-only table (DuckDB locally) and, per protocol, every candidate's
+#: pooled test bars (``evaluation_bars/<protocol_id>/``): written by ``assets.evaluation``,
+#: read by the leaderboard and live monitoring
+EVALUATIONS_TABLE = "model_evaluations"
+BARS_TABLE = "evaluation_bars"
+
 
 class FoxhuntStorage(dg.ConfigurableResource):
     """Resolves ``home`` (empty = ``$FOXHUNT_HOME`` or ``./.foxhunt``) at use time, so one

@@ -86,6 +86,9 @@ def main() -> None:
 @click.option("--start", type=click.DateTime(["%Y-%m-%d"]), default="2024-01-02", show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--random-walk", is_flag=True, help="Remove every predictable component (lookahead guard data).")
+@click.option("--break-at", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Switch the predictable components off from this CME trade date on (a regime "
+                   "change: models decay after it); the days before are unchanged.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: $FOXHUNT_HOME/landing.")
 @click.option("--outage", multiple=True, metavar="START/END[@ROOTS]",
               help="No bars in this UTC span (every root, or the roots named), e.g. 2024-01-10T08:00/2024-01-10T14:00.")
@@ -96,8 +99,8 @@ def main() -> None:
 @click.option("--holiday-session", multiple=True, metavar="DATE[:SHARE]",
               help="A thin session (SHARE of the usual volume, default 0.05) on this trade date.")
 @home_option
-def generate(days, roots, schema, start, seed, random_walk, out, outage, news, bad_print, holiday_session,
-             home) -> None:
+def generate(days, roots, schema, start, seed, random_walk, break_at, out, outage, news, bad_print,
+             holiday_session, home) -> None:
     """Write synthetic Databento-style DBN files (one zstd file per UTC day). The event options
     (repeatable, UTC times) add what real data has and a default run never makes; without them
     the files are the same for the same seed."""
@@ -114,6 +117,7 @@ def generate(days, roots, schema, start, seed, random_walk, out, outage, news, b
         out, days=days, roots=tuple(r.strip().upper() for r in roots.split(",") if r.strip()),
         schema=schema, start=start.date(), seed=seed, random_walk=random_walk, progress=sys.stderr.isatty(),
         events=events or None,
+        break_at=break_at.date() if break_at else None,
     )
     click.echo(f"wrote {len(written)} files to {out}")
     click.echo(_oracle_line(out, start.date(), start.date() + timedelta(days=max(days - 1, 0))))
@@ -408,11 +412,36 @@ def _predict(artifact: Path, features_path: Path, *, root, start, end):
 
 
 @main.command()
+@click.option("--date", "day", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="The trade date to forecast (default: the newest with features).")
+@click.option("--from", "date_from", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="First trade date of a range (with --to).")
+@click.option("--to", "date_to", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Last trade date of a range (default: the newest with features).")
+@home_option
+def forecast(day, date_from, date_to, home) -> None:
+    """Forecast trade dates with the overall champion (``models:/<name>@champion``): every
+    decision bar of every root, stored per date and model version (views `forecasts` and
+    `realised`, which joins the outcomes of earlier dates as they arrive). Reads only each
+    date's features and the lookback before it. A date whose features are missing, held back
+    or stale is refused, naming it."""
+    from foxhunt_pipeline.cli.forecast import run_forecast
+
+    paths = _paths(home)
+    if day is not None and (date_from is not None or date_to is not None):
+        raise click.BadParameter("give --date or --from/--to, not both")
+    first = (day or date_from).date() if (day or date_from) else None
+    last = day.date() if day else (date_to.date() if date_to else None)
+    ok = run_forecast(paths, first, last, echo=click.echo)
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
 @click.argument("query")
 @home_option
 def sql(query, home) -> None:
     """Run a read-only SQL QUERY on $FOXHUNT_HOME/foxhunt.duckdb (views raw_bars, continuous_bars,
-    features; tables rolls, model_evaluations). The PyPI duckdb CLI lags the Python package's
+    features, forecasts, all_forecasts, realised; tables rolls, model_evaluations). The PyPI duckdb CLI lags the Python package's
     storage format, so this is the supported way in. With $FOXHUNT_WAREHOUSE_URL set, the
     views read the object store through its fsspec filesystem."""
     import duckdb

@@ -35,6 +35,7 @@ from foxhunt_pipeline.contracts.tables import (
     RAW_BARS_POLARS_SCHEMA,
     VIEW_TABLES,
 )
+from foxhunt_pipeline.storage import forecast_views
 from foxhunt_pipeline.storage import warehouse as local
 
 WAREHOUSE_URL_ENV = "FOXHUNT_WAREHOUSE_URL"
@@ -169,6 +170,9 @@ def refresh_duckdb_views(duckdb_path: os.PathLike[str], root: UPath,
     for t in PART_TABLES:
         if (root / t).is_dir() and next(iter((root / t).glob("*.parquet")), None) is not None:
             sources[t] = str(root / t / "*.parquet")
+    forecasts = root / forecast_views.TABLE
+    if forecasts.is_dir() and next(iter(forecasts.glob(local.DATED_PARTS)), None) is not None:
+        sources[forecast_views.TABLE] = str(forecasts / local.DATED_PARTS)
     return local.write_duckdb_views(duckdb_path, sources, rolls, filesystem=root.fs)
 
 
@@ -194,8 +198,12 @@ def connect_catalogue(duckdb_path: os.PathLike[str], root: UPath, read_only: boo
         return con
     # the stored views name absolute paths; temp views (searched first, nothing written)
     # name this warehouse, so a moved or copied home never reads its old place
-    for table, source in local.view_sources(root.path).items():
-        con.execute(local.view_sql(table, source, temp=True, con=con)).fetchall()
+    sources = local.view_sources(root.path)
+    for table, source in sources.items():
+        if table != forecast_views.TABLE:
+            con.execute(local.view_sql(table, source, temp=True, con=con)).fetchall()
+    if forecast_views.TABLE in sources:
+        local.forecast_catalogue(con, sources, temp=True)
     return con
 
 

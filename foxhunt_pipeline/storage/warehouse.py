@@ -31,6 +31,7 @@ from foxhunt_pipeline.contracts.tables import (
     RAW_BARS_POLARS_SCHEMA,
     VIEW_TABLES,
 )
+from foxhunt_pipeline.storage import forecast_views
 from models.atomic import atomic_write, fsync_path, temp_sibling
 
 CATALOGUE_LOCK_TIMEOUT_S = 120.0
@@ -180,6 +181,8 @@ def view_sources(warehouse: Path | str) -> dict[str, str]:
             sources[t] = str(Path(warehouse) / t / DATED_PARTS)
         elif table_path(warehouse, t).is_file():  # a warehouse from before date partitions
             sources[t] = str(table_path(warehouse, t))
+    if next((Path(warehouse) / forecast_views.TABLE).glob(DATED_PARTS), None) is not None:
+        sources[forecast_views.TABLE] = str(Path(warehouse) / forecast_views.TABLE / DATED_PARTS)
     return sources
 
 
@@ -215,12 +218,24 @@ def write_duckdb_views(
                 con.execute(view_sql(t, sources[t], con=con)).fetchall()
             else:
                 con.execute(f"DROP VIEW IF EXISTS {t}").fetchall()
+        forecast_catalogue(con, sources)
         if rolls is not None:
             arrow_rolls = rolls.to_arrow()
             con.register("rolls_in", arrow_rolls)
             con.execute("CREATE OR REPLACE TABLE rolls AS SELECT * FROM rolls_in").fetchall()
             con.unregister("rolls_in")
     return sorted(sources)
+
+
+def forecast_catalogue(con, sources: dict[str, str], temp: bool = False) -> None:
+    """The views over the champion's forecasts (``forecast_views``), or none while no date
+    was forecast."""
+    if forecast_views.TABLE in sources:
+        forecast_views.create_views(con, sources[forecast_views.TABLE], sources.get("features"),
+                                    temp=temp)
+        return
+    for name in forecast_views.VIEWS:
+        con.execute(f"DROP {'TEMP ' if temp else ''}VIEW IF EXISTS {name}").fetchall()
 
 
 def _add_missing_columns(con, table: str, source: str) -> None:

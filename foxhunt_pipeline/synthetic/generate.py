@@ -28,7 +28,7 @@ The package is split by concept, and every public name stays importable from her
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +149,7 @@ __all__ = [
     "VOL_SLOW_HALF_LIFE_S",
     "VOL_SLOW_SD",
     "WEEKEND_CLOSED_HOURS",
+    "break_instant_ns",
     "dbn_file_name",
     "generate",
     "generate_file",
@@ -173,6 +174,13 @@ def dbn_file_name(day: date, schema: str) -> str:
     return f"glbx-mdp3-{day:%Y%m%d}.{schema}.dbn.zst"
 
 
+def break_instant_ns(trade_date: date) -> int:
+    """The first instant of CME trade date ``trade_date``: 17:00 America/Chicago the calendar
+    day before (the evening session already trades the next day's date)."""
+    opens = datetime.combine(trade_date - timedelta(days=1), time(17), tzinfo=CHICAGO)
+    return int(opens.timestamp()) * NS
+
+
 def iter_days(
     days: int,
     roots: Sequence[str] = ("ES", "ZN"),
@@ -181,9 +189,11 @@ def iter_days(
     seed: int = 7,
     random_walk: bool = False,
     events: MarketEvents | None = None,
+    break_at: date | None = None,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping]]]:
     """(UTC day, sorted records, mappings) for each day, without writing anything."""
-    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk, events):
+    for day, recs, maps, _ in _simulate(days, roots, schema, start, seed, random_walk, events,
+                                        break_at):
         yield day, recs, maps
 
 
@@ -195,6 +205,7 @@ def _simulate(
     seed: int,
     random_walk: bool,
     events: MarketEvents | None = None,
+    break_at: date | None = None,
 ) -> Iterator[tuple[date, np.ndarray, list[Mapping], dict[str, OracleDay]]]:
     """As :func:`iter_days`, plus each root's oracle statistics for the day. ``events``
     (:mod:`.events`): outages, news jumps, bad prints, holiday sessions; none by default."""
@@ -205,6 +216,7 @@ def _simulate(
         rho=0.0 if random_walk else AR1_RHO,
         start=start,
         drift=NO_DRIFT if random_walk else DEFAULT_DRIFT,
+        break_ns=None if break_at is None else break_instant_ns(break_at),
     )
     sims = [RootSimulator(r, seed, params) for r in roots]
     for i in range(days):
@@ -234,6 +246,7 @@ def generate(
     random_walk: bool = False,
     progress: bool = False,
     events: MarketEvents | None = None,
+    break_at: date | None = None,
 ) -> list[Path]:
     """Land ``days`` UTC days of synthetic bars from ``start`` under ``out_dir``; returns the
     files written (or already present with identical bytes). Days without bars get no file.
@@ -241,8 +254,10 @@ def generate(
     the oracle's statistics for that day (:mod:`.run_metadata`; read them back with
     :func:`oracle_summary`). ``events`` (:mod:`.events`) add outages, news jumps, bad prints
     and holiday sessions (none by default: the files are those of a run without them).
-    Raises :class:`LandedFileConflict` rather than overwrite a different existing file or
-    sidecar."""
+    ``break_at`` switches the predictable components off from the start of that CME trade
+    date on (a regime change, :mod:`.market`); without it the output is byte for byte what it
+    always was. Raises :class:`LandedFileConflict` rather than overwrite a different existing
+    file or sidecar."""
     if days < 0:
         raise ValueError(f"days must be >= 0, got {days}")
     check_args(roots, schema)
@@ -251,7 +266,9 @@ def generate(
     config = generator_config(roots, schema, start, seed, random_walk)
     if events:
         config["events"] = events.as_config()
-    it = _simulate(days, roots, schema, start, seed, random_walk, events)
+    if break_at is not None:
+        config["break_at"] = break_at.isoformat()
+    it = _simulate(days, roots, schema, start, seed, random_walk, events, break_at)
     if progress:
         it = tqdm(it, total=days, desc="generate", unit="day")
     written: list[Path] = []

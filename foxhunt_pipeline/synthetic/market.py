@@ -37,6 +37,10 @@ start reproduces a shorter one file for file):
   i.i.d. symmetric and independent of all past prices, volumes and volatility,
   which keep exactly the same process (same seed: same sigma_t and |z_t|).
   Volatility and volume stay forecastable in magnitude, as in real markets.
+  ``break_ns`` (``foxhunt generate --break-at``) does the same from one instant on, a
+  regime change: from the first bar of that trade date a_t = 0 and v_t = z_t (same draws,
+  so every bar before it is unchanged and after it the market is a random walk with the
+  same volatility); the oracle then forecasts nothing.
   Each day's oracle statistics go to the file's sidecar (:mod:`.run_metadata`).
 * Contracts: quarterly outrights. At any instant the first two unexpired
   contracts trade (expiry = last trade at 08:30 CT for equity index, 12:01 CT
@@ -198,6 +202,8 @@ class SimParams:
     rho: float
     start: date
     drift: DriftParams = NO_DRIFT
+    #: the predictable components are off from this bar start (UTC ns) on; None: never
+    break_ns: int | None = None
 
 
 class RootSimulator:
@@ -302,6 +308,10 @@ class RootSimulator:
         h = h_slow + h_fast
         a = self._drift(day, n)
         u = a + math.sqrt(1 - self.drift_sd**2) * v
+        broken = None if self.p.break_ns is None else ts >= self.p.break_ns
+        if broken is not None and broken.any():  # the regime change: as --random-walk
+            a, v = np.where(broken, 0.0, a), np.where(broken, z, v)
+            u = np.where(broken, z, u)
         sigma = self._sigma(wd, sod, vol_season, h)
         moves = tick_moves(sigma * u, rng.random(n))
         if events is not None:
@@ -312,6 +322,8 @@ class RootSimulator:
             sigma, a, v, phi=self.phi_drift, rho=self.p.rho, s=self.drift_sd,
             horizon=ORACLE_HORIZON,
         )
+        if broken is not None:
+            expected = np.where(broken, 0.0, expected)
         self.last_oracle, st.position = oracle_day(
             expected, moves, spot_start, self.oracle_cost, st.position, ORACLE_HORIZON
         )

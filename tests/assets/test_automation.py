@@ -70,6 +70,48 @@ def test_failed_blocking_check_stops_the_flow_downstream():
         assert "training_dataset" in _requested(flowing)
 
 
+def _decay_check(instance, passed: bool, day: str) -> None:
+    """A live_performance partition and its decay check's verdict against it, as the asset
+    yields them."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData,
+    )
+
+    key = dg.AssetKey("live_performance")
+    instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=day))
+    mat = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=key, asset_partitions=[day]), limit=1).records[0]
+    instance.report_runless_asset_event(dg.AssetCheckEvaluation(
+        asset_key=key, check_name="live_pnl_decay", passed=passed,
+        severity=dg.AssetCheckSeverity.ERROR, partition=day,
+        target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
+            run_id=mat.event_log_entry.run_id, storage_id=mat.storage_id,
+            timestamp=mat.timestamp)))
+
+
+def test_a_failed_decay_check_starts_retraining_once():
+    """live_pnl_decay failing on a date asks for training_dataset (and so every model) once;
+    a date whose check passes asks for nothing; the next date failing asks again."""
+    with dg.instance_for_test() as instance:
+        start = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        _materialize(instance, "continuous_bars", "features", "training_dataset")
+        settled = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=start.cursor)
+        _materialize(instance, *MODELS)
+        settled = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                    cursor=settled.cursor)
+        _decay_check(instance, passed=True, day="2024-01-04")
+        quiet = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=settled.cursor)
+        assert "training_dataset" not in _requested(quiet)
+        _decay_check(instance, passed=False, day="2024-01-05")
+        alarm = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=quiet.cursor)
+        assert alarm.get_num_requested(dg.AssetKey("training_dataset")) == 1
+        after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=alarm.cursor)
+        assert "training_dataset" not in _requested(after)
+        _decay_check(instance, passed=False, day="2024-01-08")
+        again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=after.cursor)
+        assert again.get_num_requested(dg.AssetKey("training_dataset")) == 1
+
+
 def test_ingested_files_become_one_history_run_over_the_trade_dates_they_hold(foxhunt_home):
     from datetime import date, datetime
 

@@ -21,6 +21,7 @@ from assets.leaderboard import champion_refs, model_leaderboard
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.storage import object_store
 from foxhunt_pipeline.storage.warehouse import append_duckdb_table
+from resources.champion import DECAY_TAG, DEMOTED_TAG
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
 from tests.oracle_sidecars import land_sidecars
@@ -77,10 +78,12 @@ def _write(paths: FoxhuntPaths, version: str, protocol: str, edge: float, at: da
     return rows
 
 
-def _run(paths: FoxhuntPaths, ok: bool = True) -> str:
+def _run(paths: FoxhuntPaths, ok: bool = True, resamples: int | None = None) -> str:
+    config = {} if resamples is None else {
+        "run_config": {"ops": {"model_leaderboard": {"config": {"resamples": resamples}}}}}
     res = dg.materialize([model_leaderboard], resources={
         "storage": FoxhuntStorage(home=str(paths.home)),
-        "mlflow": MLflowResource(home=str(paths.home))}, raise_on_error=ok)
+        "mlflow": MLflowResource(home=str(paths.home))}, raise_on_error=ok, **config)
     assert res.success == ok
     return (paths.table_dir("model_leaderboard") / "leaderboard.md").read_text()
 
@@ -179,3 +182,30 @@ def test_evaluations_without_stored_bars_promote_nobody_and_say_why(foxhunt_home
                         evaluation_rows("tft", v, "fp32", _result("legacy", 5e-5), "r", T0))
     board = _run(paths)
     assert "no test bars stored for protocol legacy" in board and "PROMOTED" not in board
+
+
+def test_a_decayed_champion_the_retraining_does_not_replace_is_demoted(foxhunt_home, tmp_path):
+    """After live_pnl_decay failed on the champion: nothing moves until every family was
+    evaluated again; then a champion the retrained models do not beat loses its alias (the
+    reason on its version and in the board), is never a candidate again, and the best other
+    qualifier is promoted in the same run."""
+    paths = FoxhuntPaths.from_env().ensure()
+    mlflow = MLflowResource(home=str(paths.home))
+    client = mlflow.client()
+    v1 = _register(mlflow, tmp_path, 1)
+    _write(paths, v1, "p", edge=8e-5, at=T0, seed=1)
+    _run(paths, resamples=200)
+    assert _alias(client) == v1
+    alarm = {"trade_date": "1970-01-09", "raised_at": (T0 + timedelta(hours=1)).isoformat(),
+             "message": "DECAY: live P&L fell below the backtest"}
+    client.set_model_version_tag("foxhunt-tft", v1, DECAY_TAG, json.dumps(alarm))
+    board = _run(paths, resamples=200)  # the retraining has not reached the table yet
+    assert _alias(client) == v1 and "demoted" not in board
+    v2 = _register(mlflow, tmp_path, 2)  # retrained after the alarm, no better than v1
+    _write(paths, v2, "p", edge=2e-5, at=T0 + timedelta(hours=2), seed=2)
+    board = _run(paths, resamples=200)
+    assert f"**demoted** foxhunt-tft v{v1}" in board and "1970-01-09" in board
+    assert "live P&L decayed" in client.get_model_version("foxhunt-tft", v1).tags[DEMOTED_TAG]
+    assert _alias(client) == v2 and f"**Overall champion: foxhunt-tft v{v2}**" in board
+    board = _run(paths, resamples=200)  # settled: v2 stays, nothing is demoted again
+    assert _alias(client) == v2 and "**demoted**" not in board

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from foxhunt_pipeline.cli.commands import main
 
-COMMANDS = ["generate", "materialize", "tune", "demo", "ui", "download", "predict", "sql"]
+COMMANDS = ["generate", "materialize", "tune", "demo", "ui", "download", "predict", "forecast", "sql"]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

@@ -9,6 +9,7 @@ import re
 from datetime import date
 from pathlib import Path
 
+import databento as db
 import numpy as np
 import pytest
 
@@ -29,10 +30,11 @@ from foxhunt_pipeline.synthetic.signal import (
 DAYS = dict(days=8, roots=("ES",), start=date(2024, 1, 2), seed=5)
 
 
-def _front_closes(random_walk: bool) -> np.ndarray:
+def _front_closes(random_walk: bool, break_at: date | None = None) -> np.ndarray:
     """Per-minute closes (in ticks) of ES's most traded outright, each UTC day."""
     out = []
-    for _, recs, maps in iter_days(random_walk=random_walk, **DAYS):  # type: ignore[arg-type]
+    for _, recs, maps in iter_days(random_walk=random_walk, break_at=break_at,
+                                   **DAYS):  # type: ignore[arg-type]
         if recs.size == 0:
             continue
         ids = {m.instrument_id: m.raw_symbol for m in maps if not is_spread(m.raw_symbol)}
@@ -54,6 +56,30 @@ def test_the_drift_shows_through_past_returns_and_random_walk_removes_it() -> No
     noise = 1 / np.sqrt(8 * 1380 / 5)  # sd of a correlation over that many independent pairs
     assert ic_default > 4 * noise, ic_default
     assert abs(ic_walk) < 3 * noise, ic_walk
+
+
+def test_break_at_turns_the_signal_off_from_that_trade_date(tmp_path: Path) -> None:
+    """``--break-at``: every bar before the trade date's first instant (17:00 CT the day
+    before) is what the plain run lands, the oracle finds nothing to trade after it, and the
+    momentum the drift gives is gone (the regime change the decay checks must see)."""
+    kw = dict(days=3, roots=("ES",), start=date(2024, 1, 8), seed=5)
+    plain = generate(tmp_path / "plain", **kw)  # type: ignore[arg-type]
+    broken = generate(tmp_path / "broken", break_at=date(2024, 1, 9), **kw)  # type: ignore[arg-type]
+    cut = int(np.datetime64("2024-01-08T23:00:00", "ns").astype(np.int64))  # 17:00 CT, CST
+    for day, (a, b) in enumerate(zip(plain, broken, strict=True)):
+        ra, rb = (db.DBNStore.from_file(p).to_ndarray() for p in (a, b))
+        before = ra["ts_event"].astype(np.int64) < cut
+        assert np.array_equal(ra[before], rb[rb["ts_event"].astype(np.int64) < cut])
+        assert day == 0 or not before.any()
+        assert not np.array_equal(ra[~before], rb[rb["ts_event"].astype(np.int64) >= cut])
+        after = read_sidecar(sidecar_path(b))
+        assert after["generator"]["break_at"] == "2024-01-09"
+        if day > 0:  # wholly after the break: the oracle has nothing to trade
+            assert after["oracle_per_root"]["ES"].trades == 0
+            assert read_sidecar(sidecar_path(a))["oracle_per_root"]["ES"].trades > 0
+    assert "break_at" not in read_sidecar(sidecar_path(plain[0]))["generator"]
+    ic = _momentum_ic(_front_closes(False, break_at=DAYS["start"]))  # broken from the start
+    assert abs(ic) < 3 / np.sqrt(8 * 1380 / 5), ic
 
 
 @pytest.fixture(scope="module")
