@@ -205,14 +205,14 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
     lines = _promote(context, mlflow, decisions, refs, overall_family, present)
     demotion = demote_decayed(mlflow, decisions, refs, overall_family, rows)
     if demotion is not None:  # the retrained models did not replace a decayed champion
-        family, why = demotion
-        gone = candidate_key(refs[family])
+        decayed, why = demotion
+        gone = candidate_key(refs[decayed])
         lines.append(f"- **demoted** {gone} (alias `{CHAMPION_ALIAS}` removed; never champion "
                      f"again): {why}; decided again without it:")
         demoted[gone] = why
         champions = {s: c for s, c in champions.items() if c is None or candidate_key(c) != gone}
-        overall_family = None if overall_family == family else overall_family
-        refs = {f: r for f, r in refs.items() if f != family}
+        overall_family = None if overall_family == decayed else overall_family
+        refs = {f: r for f, r in refs.items() if f != decayed}
         comparison, decisions = decide()
         lines += _promote(context, mlflow, decisions, refs, overall_family, present)
     lines += [f"- demoted earlier, not a candidate: {k}: {why}" for k, why in earlier.items()]
