@@ -211,7 +211,8 @@ def model_leaderboard(context: dg.AssetExecutionContext, config: LeaderboardConf
                      f"again): {why}; decided again without it:")
         demoted[gone] = why
         champions = {s: c for s, c in champions.items() if c is None or candidate_key(c) != gone}
-        overall_family = None if overall_family == decayed else overall_family
+        if decayed == overall_family:
+            overall_family = None
         refs = {f: r for f, r in refs.items() if f != decayed}
         comparison, decisions = decide()
         lines += _promote(context, mlflow, decisions, refs, overall_family, present)
