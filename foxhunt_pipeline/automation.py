@@ -19,6 +19,7 @@ import dagster as dg
 
 from assets.ingestion import landed_files
 from foxhunt_pipeline.config.settings import Settings, current_settings
+from foxhunt_pipeline.ingest.file_runs import ingest_batches
 from foxhunt_pipeline.ingest.landing import (
     PARTITIONS_NAME,
     skipped_file_names,
@@ -37,6 +38,8 @@ ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagste
 #: what ``dg.define_asset_job`` returns (its class is not part of Dagster's public API)
 AssetJob = Any
 INGEST_JOB = "ingest_landed_file"
+#: on a landing sensor's run of several files: if it fails, each file is run again alone
+BATCH_TAG = "foxhunt/landed_batch"
 HISTORY_JOB = "update_history"
 
 
@@ -143,12 +146,41 @@ def __getattr__(name: str):
 
 
 def landing_run_requests(instance: dg.DagsterInstance, storage: FoxhuntStorage):
-    """New files -> (partition add request, one run request each); run keys make a daemon
-    restart or a repeated tick harmless."""
-    new = unregistered(storage.landing_root, instance.get_dynamic_partitions(PARTITIONS_NAME))
-    requests = [dg.RunRequest(partition_key=name, run_key=f"landed:{name}") for name in new]
+    """New files -> (the new names, run requests, partition add requests): the new files in
+    runs of up to ``INGEST_BATCH`` consecutive files (a run per file cost a year of files
+    hundreds of run starts), and each file of a batch that failed, not yet ingested, again in
+    a run of its own (so a bad file gets its own named failure and costs the others nothing).
+    Run keys make a daemon restart or a repeated tick harmless."""
+    known = instance.get_dynamic_partitions(PARTITIONS_NAME)
+    new = unregistered(storage.landing_root, known)
+    requests = [_ingest_request(batch) for batch in ingest_batches([*known, *new], new)]
+    requests += _each_file_of_failed_batches(instance, known)
     adds = [landed_files.build_add_request(new)] if new else []
     return new, requests, adds
+
+
+def _ingest_request(batch: list[str]) -> dg.RunRequest:
+    if len(batch) == 1:
+        return dg.RunRequest(partition_key=batch[0], run_key=f"landed:{batch[0]}")
+    return dg.RunRequest(run_key=f"landed:{batch[0]}..{batch[-1]}",
+                         tags={RANGE_START: batch[0], RANGE_END: batch[-1], BATCH_TAG: "true"})
+
+
+def _each_file_of_failed_batches(instance: dg.DagsterInstance, known: list[str]
+                                 ) -> list[dg.RunRequest]:
+    failed = instance.get_runs(filters=dg.RunsFilter(
+        job_name=INGEST_JOB, statuses=[dg.DagsterRunStatus.FAILURE], tags={BATCH_TAG: "true"}),
+        limit=100)
+    if not failed:
+        return []
+    done = instance.get_materialized_partitions(dg.AssetKey("raw_bars"))
+    position = {k: i for i, k in enumerate(known)}
+    again: dict[str, None] = {}
+    for run in failed:
+        first, last = position.get(run.tags.get(RANGE_START)), position.get(run.tags.get(RANGE_END))
+        if first is not None and last is not None:
+            again |= dict.fromkeys(k for k in known[first:last + 1] if k not in done)
+    return [_ingest_request([k]) for k in again]
 
 
 def landing_tick(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
@@ -164,7 +196,7 @@ def landing_tick(context: dg.SensorEvaluationContext, storage: FoxhuntStorage):
         "registered": seen["registered"] + len(new), "last": new[-1] if new else seen.get("last"),
         "skipped": sorted(reported | set(skipped))[-1000:],
     })
-    if not new:
+    if not requests:
         reason = f"no new files in {storage.landing_root}"
         if not skipped:
             return dg.SkipReason(reason)

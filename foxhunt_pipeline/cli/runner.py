@@ -22,6 +22,7 @@ from foxhunt_pipeline.cli.instance import get_instance
 from foxhunt_pipeline.cli.orphans import fail_orphaned_runs, owner_tags
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.config.settings import load_settings
+from foxhunt_pipeline.ingest.file_runs import ingest_batches
 from foxhunt_pipeline.ingest.landing import (
     PARTITIONS_NAME,
     landed_file_names,
@@ -40,9 +41,6 @@ Echo = Callable[[str], None]
 CLI_LOGGERS = {"loggers": {"console": {"config": {}}}}
 #: groups that run only when named: a study is a deliberate (long) run, not part of "all"
 NOT_BY_DEFAULT = ("tuning",)
-#: landed files ingested per run by ``materialize_selection``: a year of daily files is a few
-#: runs in the run list, not hundreds
-INGEST_BATCH = 100
 
 
 def parse_selection(selection: list[str]):
@@ -300,25 +298,6 @@ def _date_clusters(days: list[date]) -> list[tuple[date, date]]:
         else:
             out.append((d, d))
     return out
-
-
-def ingest_batches(partitions: list[str], todo: list[str], size: int = INGEST_BATCH) -> list[list[str]]:
-    """``todo`` cut into runs of consecutive landed-file partitions (a run covers a range of
-    the registered order, so a batch never spans a file that needs no ingest), at most
-    ``size`` files each."""
-    wanted = set(todo)
-    batches: list[list[str]] = []
-    current: list[str] = []
-    for key in partitions:
-        if key in wanted and len(current) < size:
-            current.append(key)
-            continue
-        if current:
-            batches.append(current)
-        current = [key] if key in wanted else []
-    if current:
-        batches.append(current)
-    return batches
 
 
 def _unmaterialized(instance, key, partitions: list[str]) -> list[str]:

@@ -8,8 +8,9 @@ from datetime import date
 import dagster as dg
 
 from foxhunt_pipeline.cli.instance import get_instance
-from foxhunt_pipeline.cli.runner import ingest_batches, materialize_selection
+from foxhunt_pipeline.cli.runner import materialize_selection
 from foxhunt_pipeline.config.paths import FoxhuntPaths
+from foxhunt_pipeline.ingest.file_runs import ingest_batches
 from foxhunt_pipeline.synthetic.generate import generate
 
 RAW = dg.AssetKey("raw_bars")
