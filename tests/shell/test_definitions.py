@@ -23,7 +23,8 @@ def test_every_asset_has_description_owner_kinds_group_and_code_version():
         assert node.description, name
         assert node.owners, name
         assert node.kinds, name
-        assert node.group_name in {"ingestion", "features", "training", "tuning", "evaluation", "quantization"}, name
+        assert node.group_name in {"ingestion", "features", "training", "tuning", "evaluation", "quantization",
+                                   "forecasting"}, name
         assert node.code_version, name
 
 
