@@ -49,8 +49,7 @@ from models.evaluation.family_candidates import (
     fold_forecaster,
     forecaster_candidate,
 )
-from models.evaluation.paired import Bars, aligned_pnl, compare, family_wise_level
-from models.evaluation.promotion import decide_scopes, n_paired_tests
+from models.evaluation.new_home import decide_new_home
 from models.evaluation.walk_forward import RowPool, WalkForwardConfig, walk_forward
 from models.lightgbm import LightGBMConfig
 from models.mamba2.model import Mamba2Config
@@ -170,19 +169,10 @@ def paired_report(result, alpha: float = ALPHA, resamples: int = 1000) -> tuple[
     """The leaderboard's rule on the pooled test bars, on a new home (no champion): each
     family's paired Sharpe difference to LightGBM and to the champion it promotes, the MCS,
     and the decision; returns the text and the decisions."""
-    fams = {n: c for n, c in result.candidates.items() if not n.startswith("baseline:")}
-    naive = [n for n in result.candidates if n.startswith("baseline:")]
-    rows = [{"model": n, "version": "1", "family": registry.by_registered_name(n).name,
-             "n_trades": c.pooled["n_trades"], "equals": c.equals} for n, c in fams.items()]
-    keys = {n: (f"{n} v1" if n in fams else n) for n in result.candidates}
-    pnl = aligned_pnl({keys[n]: Bars(c.bars.root, c.bars.ts, c.bars.pnl)
-                       for n, c in result.candidates.items()})
-    level = family_wise_level(n_paired_tests(len(rows), len(naive)), alpha)
-    cmp = compare(pnl, float(result.protocol["bars_per_year"]), level=level,
-                  resamples=resamples, seed=0)
-    decisions = decide_scopes(rows, cmp, naive, {})
+    home = decide_new_home(result, alpha, resamples)
+    cmp, decisions, keys, rows = home.comparison, home.decisions, home.keys, home.families
     overall = decisions["overall"]
-    champ = keys[overall.winner["model"]] if overall.promote else None
+    champ = home.champion
     lgb = keys.get("foxhunt-lightgbm")
     head = (f"{'family':18} {'sharpe':>7}  {'vs foxhunt-lightgbm':>24}  {'vs champion':>24}  "
             f"{'mcs':>9}  decision")

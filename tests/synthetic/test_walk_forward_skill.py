@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from models.evaluation.new_home import decide_new_home
 from models.evaluation.skill import bonferroni_level
 from models.evaluation.walk_forward import WalkForwardResult
 from tests.synthetic import ci_skill
@@ -44,3 +45,10 @@ def test_the_ensemble_trades_with_skill(drift) -> None:
     with the TFT forecasting in units of recent volatility it trades with skill here too."""
     name = "foxhunt-ensemble"
     assert drift.candidates[name].pooled["sharpe_ci_low"] > 0, (name, ci_skill.skill(drift))
+
+
+def test_the_leaderboard_rule_finds_a_champion(drift) -> None:
+    """A new home on learnable data ends with an overall champion: the paired rule promotes
+    what beats every naive baseline, not only what beats an interval."""
+    home = decide_new_home(drift, resamples=300)
+    assert home.champion is not None, home.decisions["overall"].reason
