@@ -1,8 +1,9 @@
-"""The console log of runs started from the shell: Dagster's usual lines, but a failed
-step shows its error's first line, not its stack trace, and a data warning that the run
-summary prints (``warning: ...`` under the run's line) is not printed a second time. The
-run summary says what failed and why in one line; the full trace stays in the run's event
-log (``foxhunt ui``)."""
+"""The console log of runs started from the shell: Dagster's INFO lines and above (the
+steps' progress and warnings; its DEBUG engine events, ~300 lines a demo, stay in the run's
+event log), but a failed step shows its error's first line, not its stack trace, and a data
+warning that the run summary prints (``warning: ...`` under the run's line) is not printed a
+second time. The run summary says what failed and why in one line; the full trace stays in
+the run's event log (``foxhunt ui``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class _NoTraces(logging.Filter):
 
 
 @dg.logger(
-    {"log_level": dg.Field(str, is_required=False, default_value="DEBUG"),
+    {"log_level": dg.Field(str, is_required=False, default_value="INFO"),
      "name": dg.Field(str, is_required=False, default_value="dagster")},
     description="Dagster's console lines without stack traces (foxhunt materialize / demo).",
 )

@@ -66,3 +66,6 @@ def test_a_data_warning_is_printed_once(foxhunt_home, capsys):
     said = out.out + out.err
     assert said.count("cut-short.dbn.zst looks truncated") == 1, said
     assert "    warning: cut-short.dbn.zst looks truncated" in out.out
+    # Dagster's engine events (step start, resources, outputs) stay in the event log: a demo
+    # printed ~300 of them between the pipeline's lines
+    assert " - DEBUG - " not in out.err and "STEP_START" not in out.err, out.err[-2000:]
