@@ -106,7 +106,7 @@ def _jobs(tags: dict[str, str]) -> dict[str, AssetJob]:
         "ingest_job": dg.define_asset_job(
             INGEST_JOB,
             selection=dg.AssetSelection.assets("raw_bars"),
-            description="Decode and validate one landed DBN file (one run per file).",
+            description="Decode and validate landed DBN files (the files landed together in one run).",
             tags=tags,
         ),
         "history_job": dg.define_asset_job(
