@@ -39,14 +39,7 @@ from assets.leaderboard import model_leaderboard
 from assets.metadata_images import image_md
 from foxhunt_pipeline.forecasting.daily import forecast_date
 from foxhunt_pipeline.forecasting.freshness import ForecastRefused, NoData
-from foxhunt_pipeline.forecasting.reference import (
-    by_day,
-    columns_of,
-    decay_threshold,
-    drift_null,
-    drift_reference,
-    test_pnl,
-)
+from foxhunt_pipeline.forecasting.reference import date_drift, decay_threshold, test_pnl
 from foxhunt_pipeline.storage import forecast_views as views
 from foxhunt_pipeline.storage import object_store
 from foxhunt_pipeline.storage import trade_dates as stored
@@ -157,30 +150,11 @@ def _evaluations(context: dg.AssetExecutionContext,
 
 def _drift_checks(champ: Champion, storage: FoxhuntStorage, config: ChampionForecastsConfig,
                   day: date, rows: pl.DataFrame) -> tuple[drift.DriftReport, drift.DriftReport]:
-    """Feature drift of ``day`` and drift of its forecasts (an agent's positions) against the
-    reference dates, each judged by how much the reference dates differ among themselves."""
     th = config.thresholds()
-    empty = drift.DriftReport(thresholds=th)
     if champ.live_start is None:
-        return empty, empty
-    root, ref = storage.warehouse_root, champ.ref
-    ref_f, ref_p, _ = drift_reference(root, champ.fm, champ.cost_by_root, champ.live_start,
-                                      config.reference_days, config.reference_rows)
-    names = list(champ.fm.loaded.meta.get("observed_names", []))
-    days_f = by_day(ref_f, names)
-    if len(days_f) < 2:
-        return empty, empty
-    today = stored.read_dates(root, "features", day, day, columns=names)
-    features_report = drift.feature_drift(
-        days_f, columns_of(today if today is not None else pl.DataFrame(), names),
-        drift_null(root, ref.model, ref.version, "features", days_f, th), th)
-    what = "position" if champ.fm.kind == "agent" else "forecast"
-    days_p = by_day(ref_p, [what])
-    if len(days_p) < 2 or rows.is_empty():
-        return features_report, empty
-    return features_report, drift.feature_drift(
-        days_p, columns_of(rows, [what]),
-        drift_null(root, ref.model, ref.version, "predictions", days_p, th), th)
+        return drift.DriftReport(thresholds=th), drift.DriftReport(thresholds=th)
+    return date_drift(storage.warehouse_root, champ.fm, champ.cost_by_root, champ.live_start,
+                      day, rows, th, config.reference_days, config.reference_rows)
 
 
 def _drift_evaluations(key: str, reports: tuple[drift.DriftReport, drift.DriftReport] | None,

@@ -51,17 +51,9 @@ from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_data
 from foxhunt_pipeline.features.grid import trade_date_expr, trade_dates
 from foxhunt_pipeline.forecasting.daily import forecast_date
 from foxhunt_pipeline.forecasting.frame import ForecastModel
-from foxhunt_pipeline.forecasting.reference import (
-    by_day,
-    columns_of,
-    decay_threshold,
-    drift_null,
-    drift_reference,
-    test_pnl,
-)
+from foxhunt_pipeline.forecasting.reference import date_drift, decay_threshold, test_pnl
 from foxhunt_pipeline.serving.loaded import LoadedModel
 from foxhunt_pipeline.storage import forecast_views
-from foxhunt_pipeline.storage import trade_dates as stored
 from foxhunt_pipeline.synthetic import generate, oracle_summary
 from models.evaluation.candidates import lightgbm_candidate
 from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
@@ -143,19 +135,10 @@ def go_live(workdir: Path, features: pl.DataFrame, fm: ForecastModel, costs: dic
     b = band.rolling_band(pnl, counts, days, per_year, resamples=400)
     day_of_bar = bars.day[used][np.isin(bars.root[used], list(refs))]
     alarm_day = None if found.first_alarm is None else str(day_of_bar[found.first_alarm])
-    ref_f, ref_p, _ = drift_reference(root, fm, costs, live_dates[0])
-    names = list(fm.loaded.meta["observed_names"])
-    th = drift.DriftThresholds()
-    days_f, days_p = by_day(ref_f, names), by_day(ref_p, ["forecast"])
-    null_f = drift_null(root, fm.model, fm.version, "features", days_f, th)
-    null_p = drift_null(root, fm.model, fm.version, "predictions", days_p, th)
-    feature_warns, prediction_warns = [], []
-    for d in live_dates:
-        today = stored.read_dates(root, "features", d, d, columns=names)
-        feature_warns.append(drift.feature_drift(days_f, columns_of(today, names), null_f).warn)
-        rows = real.filter(pl.col("trade_date") == d)
-        prediction_warns.append(drift.feature_drift(days_p, columns_of(rows, ["forecast"]),
-                                                    null_p).warn)
+    reports = [date_drift(root, fm, costs, live_dates[0], d, real.filter(pl.col("trade_date") == d),
+                          drift.DriftThresholds()) for d in live_dates]
+    feature_warns = [f.warn for f, _ in reports]
+    prediction_warns = [p.warn for _, p in reports]
     m = live.metrics(bars, per_year)
     return {"alarm_day": alarm_day, "delay_days": None if alarm_day is None else
             [str(d) for d in live_dates].index(alarm_day) + 1,

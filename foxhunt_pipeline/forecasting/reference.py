@@ -146,10 +146,37 @@ def drift_null(root: UPath, model: str, version: str, what: str,
     return null
 
 
+def date_drift(root: UPath, fm: ForecastModel, cost_by_root: Mapping[str, float],
+               live_start: date, day: date, rows: pl.DataFrame,
+               thresholds: drift.DriftThresholds, days: int = 20, sample_rows: int = 20_000
+               ) -> tuple[drift.DriftReport, drift.DriftReport]:
+    """Feature drift of ``day`` and drift of its forecast ``rows`` (an agent's positions)
+    against the reference dates before ``live_start``, each judged by how much the reference
+    dates differ among themselves; empty reports where there is nothing to compare."""
+    empty = drift.DriftReport(thresholds=thresholds)
+    ref_f, ref_p, _ = drift_reference(root, fm, cost_by_root, live_start, days, sample_rows)
+    names = list(fm.loaded.meta.get("observed_names", []))
+    days_f = by_day(ref_f, names)
+    if len(days_f) < 2:
+        return empty, empty
+    today = trade_dates.read_dates(root, FEATURES, day, day, columns=names)
+    features_report = drift.feature_drift(
+        days_f, columns_of(today if today is not None else pl.DataFrame(), names),
+        drift_null(root, fm.model, fm.version, "features", days_f, thresholds), thresholds)
+    what = "position" if fm.kind == "agent" else "forecast"
+    days_p = by_day(ref_p, [what])
+    if len(days_p) < 2 or rows.is_empty():
+        return features_report, empty
+    return features_report, drift.feature_drift(
+        days_p, columns_of(rows, [what]),
+        drift_null(root, fm.model, fm.version, "predictions", days_p, thresholds), thresholds)
+
+
 def columns_of(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, np.ndarray]:
     """The named columns as float arrays (those present)."""
     return {n: frame[n].cast(pl.Float64).to_numpy() for n in names if n in frame.columns}
 
 
-__all__ = ["MONITORING", "bars_per_day", "by_day", "columns_of", "drift_null", "decay_threshold", "drift_reference",
-           "live_start", "reference_dates", "reference_dir", "test_pnl"]
+__all__ = ["MONITORING", "bars_per_day", "by_day", "columns_of", "date_drift", "decay_threshold",
+           "drift_null", "drift_reference", "live_start", "reference_dates", "reference_dir",
+           "test_pnl"]
