@@ -28,6 +28,7 @@ from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models import families
+from models.agents import forecast_memo
 from models.agents import train as agents
 from models.agents.saved_config import save_agent_config
 from models.agents.trading_env import EnvConfig
@@ -259,7 +260,8 @@ def _save_policy(run: TrackedRun, family: str, result, agent_cfg: agents.AgentCo
 )
 def dqn_agent(context: dg.AssetExecutionContext, config: DQNTrainingConfig, storage: FoxhuntStorage,
               mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
-    return train_agent_asset(context, "dqn", config, storage, mlflow, torch_device)
+    with forecast_memo.on_disk(storage.forecast_cache):
+        return train_agent_asset(context, "dqn", config, storage, mlflow, torch_device)
 
 
 @dg.asset(
@@ -274,4 +276,5 @@ def dqn_agent(context: dg.AssetExecutionContext, config: DQNTrainingConfig, stor
 )
 def ppo_agent(context: dg.AssetExecutionContext, config: PPOTrainingConfig, storage: FoxhuntStorage,
               mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
-    return train_agent_asset(context, "ppo", config, storage, mlflow, torch_device)
+    with forecast_memo.on_disk(storage.forecast_cache):
+        return train_agent_asset(context, "ppo", config, storage, mlflow, torch_device)

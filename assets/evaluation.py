@@ -22,6 +22,7 @@ from assets.training import load_current_model, load_dataset, logged_train_confi
 from foxhunt_pipeline.features.coverage import fold_warnings
 from foxhunt_pipeline.features.grid import trade_dates
 from models import families
+from models.agents import forecast_memo
 from models.agents.policy import load_policy
 from models.agents.saved_config import saved_agent_config
 from models.agents.trading_env import EnvConfig, evaluate_positions
@@ -488,7 +489,8 @@ def evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
     )
     def _asset(context: dg.AssetExecutionContext, config: EvaluationConfig, storage: FoxhuntStorage,
                mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
-        return _evaluate(family, context, config, storage, mlflow, torch_device)
+        with forecast_memo.on_disk(storage.forecast_cache):  # the agents' state, shared
+            return _evaluate(family, context, config, storage, mlflow, torch_device)
 
     return _asset
 

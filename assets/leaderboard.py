@@ -34,6 +34,7 @@ from assets.evaluation import (
 from assets.training import load_dataset
 from foxhunt_pipeline.synthetic.oracle_reference import oracle_reference
 from models import families
+from models.agents import forecast_memo
 from models.evaluation.leaderboard import (
     champion_on_protocol,
     leaderboard_markdown,
@@ -140,8 +141,10 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
                                        dst_path=tmp, tracking_uri=mlflow.resolved_uri()))
         # an ensemble champion is retrained from today's member forecasters' configurations
         settings = production_settings(family, storage, mlflow, champion["run_id"], ckpt, "cpu")
-        result = run_walk_forward(family, ckpt, load_dataset(storage), config, "cpu",
-                                  context.log.info, settings)
+        with forecast_memo.on_disk(storage.forecast_cache):
+            result = run_walk_forward(family, ckpt, load_dataset(storage), config, "cpu",
+                                      context.log.info, settings,
+                                      cache_dir=storage.scratch / "cache" / "fold_models")
     rows = evaluation_rows(family, champion["version"], "fp32", result, context.run.run_id,
                            datetime.now(UTC))
     part = f"{family}-rescore-{context.run.run_id}"

@@ -61,6 +61,12 @@ class FoxhuntStorage(dg.ConfigurableResource):
         return self._area
 
     @property
+    def forecast_cache(self) -> Path:
+        """Forecasters' quantiles over a split, by content hash, shared between the runs of
+        the agents' training and evaluation (``models.agents.forecast_memo``)."""
+        return self.scratch / "cache" / "forecasts"
+
+    @property
     def paths(self) -> FoxhuntPaths:
         return FoxhuntPaths.from_env(self.home or None).ensure()
 

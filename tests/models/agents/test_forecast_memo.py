@@ -85,3 +85,37 @@ def test_only_the_newest_entries_are_kept(data, monkeypatch):
     assert len(calls) == n
     forecasts(model, data.splits["train"], L, H)  # the oldest was dropped
     assert len(calls) > n
+
+
+def test_on_disk_another_process_reads_what_one_computed(data, tmp_path):
+    """Issue 41: dqn_evaluation and ppo_evaluation run in separate processes and observe the
+    same fold forecasters on the same rows; within ``on_disk`` the second reads the first's
+    forecasts from the file instead of running the forecasters again."""
+    with forecast_memo.on_disk(tmp_path):
+        model, calls, part, first = _first_forecast(data)
+    files = list(tmp_path.glob("*.npy"))
+    assert len(files) == 1
+    forecast_memo.forget()  # a new process: nothing in memory
+    twin = tiny_forecaster(data)
+    twin_calls = _counting(twin)
+    forecasts(twin, part, L, H)  # outside the block: computed
+    assert twin_calls
+    forecast_memo.forget()
+    n = len(twin_calls)
+    with forecast_memo.on_disk(tmp_path):
+        again = forecasts(twin, part, L, H)
+    assert len(twin_calls) == n
+    np.testing.assert_array_equal(again, first)
+    assert not list(tmp_path.glob(".*"))  # no temp file left beside the entry
+
+
+def test_on_disk_an_unreadable_file_is_computed_again(data, tmp_path):
+    with forecast_memo.on_disk(tmp_path):
+        model, calls, part, first = _first_forecast(data)
+        (entry,) = tmp_path.glob("*.npy")
+        entry.write_bytes(b"torn")
+        forecast_memo.forget()
+        n = len(calls)
+        np.testing.assert_array_equal(forecasts(model, part, L, H), first)
+        assert len(calls) > n
+        np.testing.assert_array_equal(np.load(entry), first)  # rewritten whole
