@@ -48,6 +48,7 @@ from models.evaluation.metrics import (
     forecast_metrics,
     quantile_index,
 )
+from models.evaluation.pooled_observed import PooledObserved, column_stats, normalised
 from models.evaluation.skill import ScoredBars, bar_metrics, bonferroni_level
 from models.trading_rules import band_positions
 from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
@@ -159,19 +160,12 @@ def plan_folds(dates: Sequence[Any], config: WalkForwardConfig) -> list[Fold]:
 
 @dataclass
 class RowPool:
-    """Every stored row in (root, time) order, observed features back in raw units."""
+    """Every stored row in (root, time) order; ``rows.observed`` reads the features back in
+    raw units on demand (``PooledObserved``), never the whole history at once."""
 
     rows: SplitArrays
     dates: np.ndarray  # trade date of each row, as str
     meta: dict[str, Any]
-
-
-def _raw_observed(data: TrainingData, x: np.ndarray) -> np.ndarray:
-    norm = data.meta.get("normalization") or {}
-    x = np.asarray(x, np.float64)
-    if "mean" in norm and "std" in norm:
-        x = x * np.asarray(norm["std"], np.float64) + np.asarray(norm["mean"], np.float64)
-    return x
 
 
 def row_pool(data: TrainingData, dates_of: Callable[[np.ndarray], np.ndarray]) -> RowPool:
@@ -183,11 +177,16 @@ def row_pool(data: TrainingData, dates_of: Callable[[np.ndarray], np.ndarray]) -
     seg_span = max(int(np.max(p.segment, initial=0)) for p in parts) + 1
     cat = {a: np.concatenate([np.asarray(getattr(p, a)) for p in parts])
            for a in ("known", "static", "targets", "ts_event", "root_index")}
-    observed = np.concatenate([_raw_observed(data, p.observed) for p in parts])
+    source = np.concatenate([np.full(p.n_rows, i, np.int64) for i, p in enumerate(parts)])
+    within = np.concatenate([np.arange(p.n_rows, dtype=np.int64) for p in parts])
     segment = np.concatenate([np.asarray(p.segment, np.int64) + i * seg_span
                               for i, p in enumerate(parts)])
     order = np.lexsort((cat["ts_event"], cat["root_index"]))
-    rows = SplitArrays(observed=observed[order], segment=segment[order],
+    norm = data.meta.get("normalization") or {}
+    scaled = "mean" in norm and "std" in norm
+    observed = PooledObserved([p.observed for p in parts], source[order], within[order],
+                              norm["mean"] if scaled else None, norm["std"] if scaled else None)
+    rows = SplitArrays(observed=observed, segment=segment[order],  # type: ignore[arg-type]
                        window_starts=np.zeros(0, np.int64), **{k: v[order] for k, v in cat.items()})
     dates = np.asarray([str(d) for d in np.asarray(dates_of(rows.ts_event))])
     if dates.shape[0] != rows.n_rows:
@@ -195,15 +194,20 @@ def row_pool(data: TrainingData, dates_of: Callable[[np.ndarray], np.ndarray]) -
     return RowPool(rows=rows, dates=dates, meta=dict(data.meta))
 
 
-def _take(rows: SplitArrays, idx: np.ndarray) -> SplitArrays:
-    return SplitArrays(**{a: np.asarray(getattr(rows, a))[idx] for a in
-                          ("observed", "known", "static", "targets", "ts_event", "segment",
-                           "root_index")}, window_starts=np.zeros(0, np.int64))
+_ROW_ARRAYS = ("known", "static", "targets", "ts_event", "segment", "root_index")
 
 
-def _embargoed(rows: SplitArrays, embargo: int) -> np.ndarray:
-    """Indices of ``rows`` without the first ``embargo`` rows of each root."""
-    root = np.asarray(rows.root_index)
+def _take(rows: SplitArrays, idx: np.ndarray,
+          observed: np.ndarray | None = None) -> SplitArrays:
+    """Rows ``idx`` of ``rows``; ``observed`` given: those rows' features, already made."""
+    return SplitArrays(observed=rows.observed[idx] if observed is None else observed,
+                       **{a: np.asarray(getattr(rows, a))[idx] for a in _ROW_ARRAYS},
+                       window_starts=np.zeros(0, np.int64))
+
+
+def _embargoed_rows(root: np.ndarray, embargo: int) -> np.ndarray:
+    """Indices of rows (of roots ``root``) without the first ``embargo`` rows of each root."""
+    root = np.asarray(root)
     keep = np.ones(root.size, dtype=bool)
     for r in np.unique(root):
         keep[np.flatnonzero(root == r)[:embargo]] = False
@@ -215,26 +219,25 @@ def fold_data(pool: RowPool, fold: Fold, config: WalkForwardConfig) -> TrainingD
     meta = pool.meta
     lookback, horizon = int(meta["lookback"]), int(meta["horizon"])
     embargo = config.embargo(lookback, horizon)
-    parts: dict[str, SplitArrays] = {}
+    picked: dict[str, np.ndarray] = {}
+    root = np.asarray(pool.rows.root_index)
     for name, ds in (("train", fold.train_dates), ("validation", fold.validation_dates),
                      ("test", fold.test_dates)):
-        part = _take(pool.rows, np.flatnonzero(np.isin(pool.dates, ds)))
+        idx = np.flatnonzero(np.isin(pool.dates, ds))
         if name != "train":
-            part = _take(part, _embargoed(part, embargo))
-        parts[name] = part
-    train_x = parts["train"].observed
-    if train_x.shape[0] == 0:
+            idx = idx[_embargoed_rows(root[idx], embargo)]
+        picked[name] = idx
+    if picked["train"].shape[0] == 0:
         raise WalkForwardError(f"fold {fold.number}: no train rows on {fold.describe()['train']}")
-    mean = np.nan_to_num(np.nanmean(train_x, axis=0))
-    std = np.nanstd(train_x, axis=0)
+    observed = pool.rows.observed
+    mean, std = column_stats(observed, picked["train"])
+    mean = np.nan_to_num(mean)
     std = np.where(np.isfinite(std) & (std > 1e-12), std, 1.0)
     clip = (meta.get("normalization") or {}).get("clip_sigma", 10.0)
+    parts = {name: _take(pool.rows, idx, normalised(observed, idx, mean, std, clip))
+             for name, idx in picked.items()}
     split_meta = {}
     for name, part in parts.items():
-        x = (part.observed - mean) / std
-        if clip is not None:
-            x = np.clip(x, -clip, clip)
-        part.observed = x.astype(np.float32)
         part.window_starts = valid_window_starts(np.asarray(part.segment), part.targets,
                                                  lookback, horizon)
         if part.n_windows == 0:

@@ -110,8 +110,13 @@ def test_fold_data_embargoes_and_normalises_on_its_train_part_only(signal_pool):
             prior = prior.max()
             assert (first - prior) // 60_000_000_000 > embargo
     # test rows cannot move the fold's normalisation
-    altered = row_pool(_data(0.4, 3), quarter_days)
-    altered.rows.observed[np.isin(altered.dates, fold.test_dates)] += 100.0
+    data = _data(0.4, 3)
+    for part in data.splits.values():
+        part.observed = np.array(part.observed)
+        part.observed[np.isin(quarter_days(part.ts_event), np.asarray(fold.test_dates, int))] += 100.0
+    altered = row_pool(data, quarter_days)
+    assert not np.array_equal(fold_data(altered, fold, CFG).splits["test"].observed,
+                              d.splits["test"].observed)
     d2 = fold_data(altered, fold, CFG)
     assert d2.meta["normalization"] == d.meta["normalization"]
     assert d2.target_scale == d.target_scale
