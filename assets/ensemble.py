@@ -11,6 +11,7 @@ import dagster as dg
 
 from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
+from assets.config_fields import sized
 from assets.evaluation import evaluation_asset
 from assets.quantization import quantized_asset
 from assets.training import (
@@ -30,7 +31,12 @@ from models import families
 from models.ensemble.model import build_ensemble
 from models.ensemble.weights import fit_quantile_weights, sole_member
 from models.training.checkpoint import load_checkpoint, save_checkpoint
-from models.training.loop import climatology_quantiles, predict_quantiles, scaled_targets
+from models.training.loop import (
+    climatology_quantiles,
+    predict_quantiles,
+    scaled_targets,
+    validation_sample,
+)
 from models.windows import TrainingData
 from resources.mlflow_tracking import MLflowResource
 from resources.storage import FoxhuntStorage
@@ -41,6 +47,9 @@ MEMBERS = families.family("ensemble").members
 
 class EnsembleConfig(dg.Config):
     include_climatology: bool = True  # the training split's climatology as one more member
+    val_windows: int = sized("ensemble_model", "val_windows", 0, "Validation windows the "
+                             "weights are fitted on: a fixed sample (the training loop's) when "
+                             "the split has more, so a year costs what a month does; 0: all.")
 
 
 def composition_notes(weights: dict) -> list[str]:
@@ -73,7 +82,7 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
                    mlflow: MLflowResource, torch_device: TorchDevice) -> dg.MaterializeResult:
     data = load_dataset(storage)
     device = torch_device.choose().device
-    val = data.window_dataset("validation")
+    val = validation_sample(data.window_dataset("validation"), config.val_windows or None)
     quantiles = list(data.meta["quantiles"])
     members, preds, sources = _current_members(context, storage, val, device)
     clim = climatology_quantiles(data, tuple(quantiles))
@@ -101,6 +110,7 @@ def ensemble_model(context: dg.AssetExecutionContext, config: EnsembleConfig, st
                         f"(winner: {fitted.method})",
         "members": dg.MetadataValue.json(sources),
         "val_loss": float(fitted.loss),
+        "validation_windows": dg.MetadataValue.int(len(val)),
         "val_loss_members": dg.MetadataValue.json(fitted.member_losses),
         "val_loss_best_single": f"{best_single[1]}: {best_single[0]:.6g}",
         "registered_model": f"{registered} v{version}",

@@ -10,13 +10,16 @@ import polars as pl
 
 from assets import registration
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
+from assets.config_fields import sized
 from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline.storage import model_store
 from models import families
+from models.agents import forecast_memo
 from models.agents.policy import load_policy
 from models.quantization import DEFAULT_TOLERANCE, Tolerance
 from models.quantization.report import quantize_agent, quantize_forecaster
 from models.training.checkpoint import load_checkpoint
+from models.windows import recent_rows
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
 
@@ -29,6 +32,9 @@ class QuantizationConfig(dg.Config):
     max_rel_loss_increase: float = 0.05
     min_action_agreement: float = 0.95
     max_windows: int = 1024
+    report_rows: int = sized("evaluation", "report_rows", 0, "Agents: the most recent test-split "
+                             "rows they are replayed on (the evaluation's production report "
+                             "rows, whose state is already computed). 0: the whole split.")
     register_accepted: bool = True
 
 
@@ -46,10 +52,12 @@ def _quantize(family: str, context: dg.AssetExecutionContext, config: Quantizati
         model, _ = load_checkpoint(pointer["checkpoint"])
         report = quantize_forecaster(model, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
                                      precisions=config.precisions, max_windows=config.max_windows)
-    else:
+    else:  # its forecasters' state over those rows is the evaluation's, read from the cache
         policy = load_policy(pointer["checkpoint"])
-        report = quantize_agent(policy, data, model_name=family, out_dir=out_dir, tolerance=tolerance,
-                                precisions=config.precisions)
+        with forecast_memo.on_disk(storage.forecast_cache):
+            report = quantize_agent(policy, recent_rows(data, {"test": config.report_rows or None}),
+                                    model_name=family, out_dir=out_dir, tolerance=tolerance,
+                                    precisions=config.precisions)
     report_path = report.to_json(out_dir / "quantization.json")
     versions = _register(family, pointer, report, mlflow, data, storage) if config.register_accepted else {}
     stored = storage.store_run_outputs(pointer, run_dir, out_dir)

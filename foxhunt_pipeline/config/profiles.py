@@ -30,6 +30,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
                       "lstm_layers": 1, "var_width": 2, "val_windows": 8192},
         "mamba2_model": {"epochs": 6, "max_batches_per_epoch": 60, "hidden": 32, "batch_size": 64,
                          "val_windows": 8192},
+        # the ensemble's weights are fitted on the same fixed sample of validation windows
+        "ensemble_model": {"val_windows": 8192},
         # the agents observe the forecasters' quantiles (a ~100-value state), not the window:
         # 20k steps take ~15 s
         # train_rows / val_rows: the most recent rows the agents learn and validate on (their
@@ -52,6 +54,7 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
                       "var_width": 4, "heads": 2, "lstm_layers": 1, "val_windows": 4096},
         "mamba2_model": {"epochs": 2, "max_batches_per_epoch": 15, "hidden": 16, "batch_size": 64,
                          "n_layers": 1, "val_windows": 4096},
+        "ensemble_model": {"val_windows": 4096},
         # the agents' state (both forecasters' quantiles per row) was two thirds of
         # dqn_evaluation at 20k train rows: a smoke test needs a few thousand
         "dqn_agent": {"total_timesteps": 2_000, "train_rows": 5_000, "val_rows": 2_500},

@@ -5,6 +5,7 @@ shares, position by hour) as an image on the asset page."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +14,7 @@ import polars as pl
 import pytest
 
 from assets.agents import dqn_agent
+from assets.quantization import dqn_quantized
 from assets.training import TFTTrainingConfig, mamba2_model, tft_model, train_config
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.serving.loaded import LoadedModel
@@ -49,6 +51,16 @@ def test_dqn_agent_registers_a_pyfunc_model_and_shows_its_behaviour(foxhunt_home
                                      "net_arch": [8], "eval_freq": 150}}}},
     )
     assert res.success
+    # issue 41: its quantization replays the evaluation's report rows, not the whole test split
+    quantized = dg.materialize(
+        [dqn_quantized], resources={"storage": FoxhuntStorage(home=home),
+                                    "mlflow": MLflowResource(home=home)},
+        run_config={"ops": {"dqn_quantized": {"config": {"report_rows": 40,
+                                                         "register_accepted": False}}}})
+    report = json.loads(Path(quantized.asset_materializations_for_node("dqn_quantized")[0]
+                             .metadata["report"].value).read_text())
+    assert data.splits["test"].n_rows > 40
+    assert report["rows"] and all(0 < r["eval_rows"] <= 40 for r in report["rows"])
     meta = res.asset_materializations_for_node("dqn_agent")[0].metadata
     assert meta["behaviour"].value.startswith("![dqn actions and mean position by hour](data:image/png;base64,")
     assert sum(meta["action_shares"].value.values()) == pytest.approx(1.0, abs=1e-3)

@@ -35,6 +35,7 @@ def test_ensemble_is_fitted_on_validation_registered_evaluated_and_ranked(foxhun
     run_config = {"ops": {
         "tft_model": {"config": {**TINY, "heads": 2, "lstm_layers": 1, "var_width": 2}},
         "mamba2_model": {"config": {**TINY, "n_layers": 1}},
+        "ensemble_model": {"config": {"val_windows": 40}},  # issue 41: a fixed sample
         "tft_evaluation": {"config": {"latency_calls": 0, "bootstrap": 50}},
         "ensemble_evaluation": {"config": {"latency_calls": 0, "bootstrap": 50}},
     }}
@@ -43,6 +44,7 @@ def test_ensemble_is_fitted_on_validation_registered_evaluated_and_ranked(foxhun
     assert res.success
     meta = res.asset_materializations_for_node("ensemble_model")[0].metadata
     weights = meta["weights"].value
+    assert meta["validation_windows"].value == 40
     assert set(weights) <= {"tft", "mamba2", "climatology"} and abs(sum(weights.values()) - 1) < 1e-9
     assert all(w >= 0 for w in weights.values())
     assert meta["val_loss"].value <= min(meta["val_loss_members"].value.values()) + 1e-12
