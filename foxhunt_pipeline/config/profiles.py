@@ -35,11 +35,12 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         # the agents observe the forecasters' quantiles (a ~100-value state), not the window:
         # 20k steps take ~15 s
         # train_rows / val_rows: the most recent rows the agents learn and validate on (their
-        # state is computed for those only): all of 12 or 20 days' (~17k / ~27k train rows,
-        # ~3.7k / ~5.8k validation rows), so a year costs about what 20 days do (issue 41)
-        "dqn_agent": {"total_timesteps": 20_000, "train_rows": 30_000, "val_rows": 8_000},
+        # state is computed for those only): all of 12 days' (15.9k train, 5.4k validation
+        # rows) and of every fold of a 20-day walk-forward (at most 11 train dates, ~30.4k
+        # rows; 1 validation date, ~2.8k), so a year costs about what 20 days do (issue 41)
+        "dqn_agent": {"total_timesteps": 20_000, "train_rows": 36_000, "val_rows": 8_000},
         # 20 rollouts of 2 envs x 512 steps
-        "ppo_agent": {"total_timesteps": 20_480, "train_rows": 30_000, "val_rows": 8_000},
+        "ppo_agent": {"total_timesteps": 20_480, "train_rows": 36_000, "val_rows": 8_000},
         # report_rows: the production model's own test-split report (plots, model card) on
         # its most recent rows; all of 12 days' ~2.6k
         "evaluation": {"latency_calls": 200, "bootstrap": 500, "report_rows": 12_000},
