@@ -59,8 +59,8 @@ def fold_model_key(model_type: str, model_config: Mapping[str, Any], train_confi
         part = train.splits.get(split)
         if part is None:
             continue
-        for name in ARRAYS:
-            h.update(np.ascontiguousarray(getattr(part, name)).tobytes())
+        for name in ARRAYS:  # the buffer itself: ``tobytes`` copied a year's features
+            h.update(np.ascontiguousarray(getattr(part, name)).view(np.uint8))
     return h.hexdigest()[:32]
 
 

@@ -500,7 +500,9 @@ def _score_folds(
     """Each candidate's (fold metrics, scored bars) per fold, and each reference's bars."""
     per: dict[str, list[tuple[FoldResult, ScoredBars]]] = {c.name: [] for c in candidates}
     ref_bars: dict[str, list[ScoredBars]] = {r.name: [] for r in refs}
+    data = None
     for fold in folds:
+        del data  # one fold's arrays at a time: the last fold's train part is most of a year
         data = fold_data(pool, fold, config)
         if on_fold is not None:
             on_fold(fold, data)

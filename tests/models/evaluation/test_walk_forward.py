@@ -141,6 +141,30 @@ def test_every_candidate_is_scored_on_the_same_bars(signal_pool):
     assert sig["ci_level"] == pytest.approx(bonferroni_level(len(cands)))
 
 
+def test_a_fold_is_built_after_the_previous_fold_is_released(signal_pool, monkeypatch):
+    """Issue 41: the last folds' train parts are most of the history; two at once doubled a
+    year's peak memory."""
+    import gc
+    import weakref
+
+    import models.evaluation.walk_forward as wf
+
+    built: list[weakref.ref] = []
+    real = wf.fold_data
+
+    def watched(*args, **kwargs):
+        gc.collect()
+        alive = [r for r in built if r() is not None]
+        assert not alive, f"{len(alive)} earlier fold(s) still held while building the next"
+        data = real(*args, **kwargs)
+        built.append(weakref.ref(data))
+        return data
+
+    monkeypatch.setattr(wf, "fold_data", watched)
+    walk_forward(signal_pool, [climatology_candidate()], CFG, bootstrap=50)
+    assert len(built) == 3
+
+
 def test_no_skill_on_noise_at_the_adjusted_level(noise_pool):
     res = walk_forward(noise_pool, [signal_forecaster(), *trading_baselines((1,))], CFG,
                        n_compared=9, bootstrap=200)
