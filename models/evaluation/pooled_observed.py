@@ -12,6 +12,8 @@ bit for bit those of the whole-array code (``tests/models/evaluation/test_pooled
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,6 +60,7 @@ class PooledObserved:
             at = np.flatnonzero(src == s)
             if at.size:
                 out[at] = np.asarray(values[row[at]], np.float64)
+                _release(values)
         if self.mean is not None and self.std is not None:
             out = out * self.std + self.mean
         return out
@@ -65,6 +68,18 @@ class PooledObserved:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self[np.arange(len(self))]
         return whole if dtype is None else whole.astype(dtype)
+
+
+def _release(values: np.ndarray) -> None:
+    """Unmap the pages of a memory-mapped split this process has read: they stay in the page
+    cache (a later read is a minor fault), but a year's dataset no longer sits in the
+    process's resident memory once every fold has read it."""
+    base = getattr(values, "base", None)
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        with contextlib.suppress(OSError, ValueError):  # only memory is at stake
+            base.madvise(mmap.MADV_DONTNEED)
 
 
 def _chunks(idx: np.ndarray, size: int = CHUNK_ROWS):

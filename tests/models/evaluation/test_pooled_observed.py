@@ -4,6 +4,8 @@ computation it replaced."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,29 @@ def test_the_pool_holds_an_index_not_the_features():
     features_f64 = pool.rows.n_rows * 40 * 8
     assert pool.rows.observed.nbytes < features_f64 / 10
     assert pool.rows.observed[np.arange(3)].shape == (3, 40)
+
+
+def _mapped_rss_kb(path) -> int:
+    """Resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+def test_reading_a_memory_mapped_split_leaves_its_pages_unmapped(tmp_path):
+    """Issue 41: read through the pool, a mapped year's features do not stay in the
+    process's resident memory (the page cache keeps them); the values are the file's."""
+    x = _values(100_000, 20, seed=6, nan_share=0.0).astype(np.float32)  # 8 MB
+    path = tmp_path / "observed.npy"
+    np.save(path, x)
+    mapped = np.load(path, mmap_mode="r")
+    pool = PooledObserved([mapped], np.zeros(len(x), np.int64), np.arange(len(x)), None, None)
+    np.testing.assert_array_equal(pool[np.arange(len(x))], x.astype(np.float64))
+    assert _mapped_rss_kb(path) < 1024  # was ~7,800 kB: every page read stayed mapped
+    assert float(mapped[-1, -1]) == float(x[-1, -1])  # the mapping still reads
