@@ -36,6 +36,9 @@ from models.windows import SplitArrays
 
 #: entries kept per process (one is ``[rows, H * Q]`` float32: ~3.5 MB for 20k rows)
 MAX_ENTRIES = 32
+#: and at most this many bytes in all (a year's test period is ~15 MB an entry); the newest
+#: entry is always kept
+MAX_BYTES = 256 * 2**20
 
 #: a file not used for this long is dropped when another is written (the cache serves the
 #: evaluations of one dataset version, not history)
@@ -58,10 +61,13 @@ def on_disk(directory: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def forecast_key(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,
-                 batch_size: int) -> bytes | None:
+                 batch_size: int, *, windows: bool = False) -> bytes | None:
     """The hash of what ``forecasts(model, part, ...)`` depends on, or None if a weight is
-    not a plain tensor."""
+    not a plain tensor. ``windows``: of the forecasts of ``part``'s windows instead (one per
+    window start, what the forecasters' walk-forward scores), a separate entry."""
     h = hashlib.blake2b(digest_size=20)
+    if windows:
+        h.update(b"windows")
     config = getattr(model, "config", None)
     described = config.to_dict() if hasattr(config, "to_dict") else repr(config)
     device = next(model.parameters()).device
@@ -74,7 +80,8 @@ def forecast_key(model: nn.Module, part: SplitArrays, lookback: int, horizon: in
             h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy())
     except (AttributeError, RuntimeError, TypeError):
         return None
-    for array in (part.static, part.observed, part.known, part.segment):
+    arrays = [part.static, part.observed, part.known, part.segment]
+    for array in (*arrays, *([part.window_starts] if windows else [])):
         array = np.ascontiguousarray(array)
         h.update(str((array.dtype, array.shape)).encode())
         h.update(array)
@@ -104,7 +111,8 @@ def keep(key: bytes | None, forecasts: np.ndarray) -> None:
 def _remember(key: bytes, forecasts: np.ndarray) -> None:
     _kept[key] = forecasts
     _kept.move_to_end(key)
-    while len(_kept) > MAX_ENTRIES:
+    while len(_kept) > 1 and (len(_kept) > MAX_ENTRIES
+                              or sum(v.nbytes for v in _kept.values()) > MAX_BYTES):
         _kept.popitem(last=False)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.agents import forecast_memo
 from models.agents import train as agents
 from models.agents.state import saved_forecasters
 from models.agents.trading_env import evaluate_positions
@@ -79,6 +80,10 @@ def _plain(config: Any) -> Any:
 
 FoldForecaster = Callable[[TrainingData], nn.Module]
 
+#: windows per forward pass when a fold model forecasts its test windows
+#: (``predict_windows``'s default, so results are those of before the cache)
+PREDICT_BATCH = 256
+
 
 def fold_forecaster(model_type: str, model_config: Mapping[str, Any], train_config: Any, *,
                     device: str = "cpu", cache_dir: Path | None = None) -> FoldForecaster:
@@ -116,8 +121,18 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
         model = trained(train).to(device).eval()
 
         def predict(d: TrainingData) -> np.ndarray:
-            return predict_windows(name, model, d.window_dataset("test"), device=device,
-                                   expect_shape=(d.horizon, len(d.meta["quantiles"])))
+            # the same fold model on the same windows: the ensemble's walk-forward scores its
+            # members' test windows again (the forecasters' evaluations kept them on disk)
+            key = forecast_memo.forecast_key(model, d.splits["test"], d.lookback, d.horizon,
+                                             PREDICT_BATCH, windows=True)
+            kept = forecast_memo.recall(key)
+            if kept is not None:
+                return kept
+            out = predict_windows(name, model, d.window_dataset("test"), device=device,
+                                  batch_size=PREDICT_BATCH,
+                                  expect_shape=(d.horizon, len(d.meta["quantiles"])))
+            forecast_memo.keep(key, out)
+            return out
         return predict
     return Candidate(name, "forecaster", fit)
 

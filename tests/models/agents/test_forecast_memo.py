@@ -119,3 +119,15 @@ def test_on_disk_an_unreadable_file_is_computed_again(data, tmp_path):
         np.testing.assert_array_equal(forecasts(model, part, L, H), first)
         assert len(calls) > n
         np.testing.assert_array_equal(np.load(entry), first)  # rewritten whole
+
+
+def test_memory_holds_at_most_max_bytes_but_the_newest(data, monkeypatch):
+    model = tiny_forecaster(data)
+    calls = _counting(model)
+    one = forecasts(model, data.splits["validation"], L, H).nbytes
+    monkeypatch.setattr(forecast_memo, "MAX_BYTES", one + 1)  # room for one entry
+    forecasts(model, data.splits["test"], L, H)
+    assert len(forecast_memo._kept) == 1  # the newest only
+    n = len(calls)
+    forecasts(model, data.splits["test"], L, H)
+    assert len(calls) == n

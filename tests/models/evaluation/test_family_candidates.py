@@ -133,3 +133,34 @@ def test_fold_model_key_is_the_same_with_defaults_spelled_out_or_left_out():
     assert fold_model_key("tft", short, train, data) == fold_model_key("tft", full, train, data)
     assert fold_model_key("tft", {**short, "hidden": 16}, train, data) != \
         fold_model_key("tft", short, train, data)
+
+
+def test_a_fold_models_test_forecasts_are_read_back_by_the_next_process(tmp_path, monkeypatch):
+    """Issue 41: the ensemble's walk-forward forecasts its members' test windows with the
+    very fold models the members' evaluations used; within ``forecast_memo.on_disk`` another
+    process reads those forecasts instead of running the models over a year's test period."""
+    import models.evaluation.family_candidates as family_candidates
+    from models.agents import forecast_memo
+
+    data = synthetic_training_data(n_rows={"train": 600, "validation": 200, "test": 200},
+                                   n_observed=4, n_known=2, n_static=1, lookback=8, horizon=2,
+                                   seed=3)
+    config = {"n_static": 1, "n_observed": 4, "n_known": 2, "lookback": 8, "horizon": 2,
+              "quantiles": list(DEFAULT_QUANTILES), "hidden": 8, "heads": 1,
+              "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
+    train = TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=2, max_val_batches=1)
+    calls = []
+    real = family_candidates.predict_windows
+    monkeypatch.setattr(family_candidates, "predict_windows",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    make = lambda: forecaster_candidate("foxhunt-tft", "tft", config, train,  # noqa: E731
+                                        cache_dir=tmp_path / "fold_models")
+    forecast_memo.forget()
+    with forecast_memo.on_disk(tmp_path / "forecasts"):
+        first = make().fit(data)(data)
+        forecast_memo.forget()  # another process: nothing in memory
+        again = make().fit(data)(data)
+    forecast_memo.forget()
+    assert len(calls) == 1
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (data.splits["test"].n_windows, 2, len(DEFAULT_QUANTILES))
