@@ -91,18 +91,24 @@ def test_the_ensemble_refits_its_weights_on_each_folds_validation_split():
     assert len(seen_validation) == 4 and min(seen_validation) > 0
 
 
-def test_a_cached_fold_model_is_reused_not_retrained(tmp_path, monkeypatch):
-    """The ensemble's walk-forward fits its members on the same folds the members' own
-    walk-forward did: with a cache directory the second fit loads the first one's model."""
-    import models.evaluation.family_candidates as family_candidates
-
+def _tiny_tft():
+    """A small dataset, a tiny TFT's config and a two-batch training on it."""
     data = synthetic_training_data(n_rows={"train": 600, "validation": 200, "test": 200},
                                    n_observed=4, n_known=2, n_static=1, lookback=8, horizon=2,
                                    seed=3)
     config = {"n_static": 1, "n_observed": 4, "n_known": 2, "lookback": 8, "horizon": 2,
               "quantiles": list(DEFAULT_QUANTILES), "hidden": 8, "heads": 1,
               "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
-    train = TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=2, max_val_batches=1)
+    return data, config, TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=2,
+                                     max_val_batches=1)
+
+
+def test_a_cached_fold_model_is_reused_not_retrained(tmp_path, monkeypatch):
+    """The ensemble's walk-forward fits its members on the same folds the members' own
+    walk-forward did: with a cache directory the second fit loads the first one's model."""
+    import models.evaluation.family_candidates as family_candidates
+
+    data, config, train = _tiny_tft()
     calls = []
     real = family_candidates.train_forecaster
     monkeypatch.setattr(family_candidates, "train_forecaster", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -142,13 +148,7 @@ def test_a_fold_models_test_forecasts_are_read_back_by_the_next_process(tmp_path
     import models.evaluation.family_candidates as family_candidates
     from models.agents import forecast_memo
 
-    data = synthetic_training_data(n_rows={"train": 600, "validation": 200, "test": 200},
-                                   n_observed=4, n_known=2, n_static=1, lookback=8, horizon=2,
-                                   seed=3)
-    config = {"n_static": 1, "n_observed": 4, "n_known": 2, "lookback": 8, "horizon": 2,
-              "quantiles": list(DEFAULT_QUANTILES), "hidden": 8, "heads": 1,
-              "lstm_layers": 1, "var_width": 2, "dropout": 0.0}
-    train = TrainConfig(epochs=1, batch_size=32, max_batches_per_epoch=2, max_val_batches=1)
+    data, config, train = _tiny_tft()
     calls = []
     real = family_candidates.predict_windows
     monkeypatch.setattr(family_candidates, "predict_windows",
