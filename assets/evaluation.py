@@ -360,7 +360,7 @@ def _evaluate(family: str, context: dg.AssetExecutionContext, config: Evaluation
                               production_settings(family, storage, mlflow,
                                                   pointer["mlflow_run_id"], checkpoint, device),
                               scored=lambda protocol: scored_baselines(storage, protocol),
-                              cache_dir=storage.scratch / "cache" / "fold_models")
+                              cache_dir=storage.fold_model_cache)
     store_bars(storage, result, pointer["version"], f"{family}-{context.run.run_id}")
     said = report_warnings(context, fold_warnings(result.folds, data.meta["roots"]))  # holes in folds
     figures = {**report.plots, "walk_forward_equity": walk_forward_chart(family, result, out_dir)}

@@ -144,7 +144,7 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
         with forecast_memo.on_disk(storage.forecast_cache):
             result = run_walk_forward(family, ckpt, load_dataset(storage), config, "cpu",
                                       context.log.info, settings,
-                                      cache_dir=storage.scratch / "cache" / "fold_models")
+                                      cache_dir=storage.fold_model_cache)
     rows = evaluation_rows(family, champion["version"], "fp32", result, context.run.run_id,
                            datetime.now(UTC))
     part = f"{family}-rescore-{context.run.run_id}"

@@ -67,6 +67,12 @@ class FoxhuntStorage(dg.ConfigurableResource):
         return self.scratch / "cache" / "forecasts"
 
     @property
+    def fold_model_cache(self) -> Path:
+        """Walk-forward fold models, shared between the evaluations that retrain the same
+        forecaster on the same fold (``models.evaluation.family_candidates``)."""
+        return self.scratch / "cache" / "fold_models"
+
+    @property
     def paths(self) -> FoxhuntPaths:
         return FoxhuntPaths.from_env(self.home or None).ensure()
 

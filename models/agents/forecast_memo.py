@@ -23,7 +23,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -86,6 +86,16 @@ def forecast_key(model: nn.Module, part: SplitArrays, lookback: int, horizon: in
         h.update(str((array.dtype, array.shape)).encode())
         h.update(array)
     return h.digest()
+
+
+def memoized(key: bytes | None, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """The forecasts kept under ``key``, else ``compute()``'s, kept for the next caller."""
+    kept = recall(key)
+    if kept is not None:
+        return kept
+    out = compute()
+    keep(key, out)
+    return out
 
 
 def recall(key: bytes | None) -> np.ndarray | None:

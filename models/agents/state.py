@@ -213,13 +213,9 @@ def forecasts(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,
     """``[N, H, Q]`` quantiles of ``model`` for the window ending at each row; NaN where the
     row has no full window in its segment or an input is not finite. The same weights on
     the same rows are computed once per process (``models.agents.forecast_memo``)."""
-    key = forecast_memo.forecast_key(model, part, lookback, horizon, batch_size)
-    kept = forecast_memo.recall(key)
-    if kept is not None:
-        return kept
-    out = _forecasts(model, part, lookback, horizon, batch_size)
-    forecast_memo.keep(key, out)
-    return out
+    return forecast_memo.memoized(
+        forecast_memo.forecast_key(model, part, lookback, horizon, batch_size),
+        lambda: _forecasts(model, part, lookback, horizon, batch_size))
 
 
 def _forecasts(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,

@@ -123,16 +123,12 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
         def predict(d: TrainingData) -> np.ndarray:
             # the same fold model on the same windows: the ensemble's walk-forward scores its
             # members' test windows again (the forecasters' evaluations kept them on disk)
-            key = forecast_memo.forecast_key(model, d.splits["test"], d.lookback, d.horizon,
-                                             PREDICT_BATCH, windows=True)
-            kept = forecast_memo.recall(key)
-            if kept is not None:
-                return kept
-            out = predict_windows(name, model, d.window_dataset("test"), device=device,
-                                  batch_size=PREDICT_BATCH,
-                                  expect_shape=(d.horizon, len(d.meta["quantiles"])))
-            forecast_memo.keep(key, out)
-            return out
+            return forecast_memo.memoized(
+                forecast_memo.forecast_key(model, d.splits["test"], d.lookback, d.horizon,
+                                           PREDICT_BATCH, windows=True),
+                lambda: predict_windows(name, model, d.window_dataset("test"), device=device,
+                                        batch_size=PREDICT_BATCH,
+                                        expect_shape=(d.horizon, len(d.meta["quantiles"]))))
         return predict
     return Candidate(name, "forecaster", fit)
 
