@@ -29,13 +29,8 @@ from models.agents.trading_env import EnvConfig, evaluate_positions
 from models.ensemble.weights import sole_member
 from models.evaluation.candidates import climatology_candidate, trading_baselines
 from models.evaluation.family_candidates import production_candidate
-from models.evaluation.walk_forward import (
-    WalkForwardConfig,
-    WalkForwardError,
-    protocol_id_for,
-    row_pool,
-    walk_forward,
-)
+from models.evaluation.row_pool import WalkForwardError, row_pool
+from models.evaluation.walk_forward import WalkForwardConfig, protocol_id_for, walk_forward
 from models.training.checkpoint import read_checkpoint_meta
 from models.utc import iso_utc
 from models.windows import recent_rows

@@ -56,7 +56,8 @@ from foxhunt_pipeline.serving.loaded import LoadedModel
 from foxhunt_pipeline.storage import forecast_views
 from foxhunt_pipeline.synthetic import generate, oracle_summary
 from models.evaluation.candidates import lightgbm_candidate
-from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
+from models.evaluation.row_pool import row_pool
+from models.evaluation.walk_forward import WalkForwardConfig, walk_forward
 from models.export import forecaster_metadata
 from models.lightgbm import LightGBMConfig, fit, save_lightgbm
 from models.monitoring import band, decay, drift, live

@@ -212,7 +212,8 @@ def report(name: str, points: list[dict[str, float]]) -> str:
 
 def fold_dataset(seed: int, fold: int, directory: Path) -> TrainingData:
     from foxhunt_pipeline.config.profiles import PROFILES
-    from models.evaluation.walk_forward import WalkForwardConfig, fold_data, plan_folds
+    from models.evaluation.row_pool import fold_data
+    from models.evaluation.walk_forward import WalkForwardConfig, plan_folds
     from tests.walk_forward_data import generated_pool
 
     pool = generated_pool(directory / "data", days=20, roots=("ES", "ZN"), seed=seed)

@@ -50,7 +50,8 @@ from models.evaluation.family_candidates import (
     forecaster_candidate,
 )
 from models.evaluation.new_home import decide_new_home
-from models.evaluation.walk_forward import RowPool, WalkForwardConfig, walk_forward
+from models.evaluation.row_pool import RowPool
+from models.evaluation.walk_forward import WalkForwardConfig, walk_forward
 from models.lightgbm import LightGBMConfig
 from models.mamba2.model import Mamba2Config
 from models.registry import dataset_model_config

@@ -16,7 +16,7 @@ from foxhunt_pipeline.features.library import DEFAULT_GROUPS, FeatureConfig
 from foxhunt_pipeline.ingest.decode import ingest_dbn_file
 from foxhunt_pipeline.instruments.rolls import build_continuous
 from foxhunt_pipeline.synthetic import generate
-from models.evaluation.walk_forward import RowPool, row_pool
+from models.evaluation.row_pool import RowPool, row_pool
 from models.windows import TrainingData
 
 

@@ -48,14 +48,16 @@ from models.evaluation.metrics import (
     forecast_metrics,
     quantile_index,
 )
-from models.evaluation.pooled_observed import PooledObserved, column_stats, normalised
+from models.evaluation.row_pool import (
+    RowPool,
+    WalkForwardError,
+    dataset_version,
+    dates_of_rows,
+    fold_data,
+)
 from models.evaluation.skill import ScoredBars, bar_metrics, bonferroni_level
 from models.trading_rules import band_positions
-from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
-
-
-class WalkForwardError(ValueError):
-    """The data cannot make the requested folds, or a fold failed: names the fold."""
+from models.windows import SplitArrays, TrainingData
 
 
 @dataclass(frozen=True)
@@ -158,106 +160,6 @@ def plan_folds(dates: Sequence[Any], config: WalkForwardConfig) -> list[Fold]:
 # --- rows and per-fold datasets --------------------------------------------------------
 
 
-@dataclass
-class RowPool:
-    """Every stored row in (root, time) order; ``rows.observed`` reads the features back in
-    raw units on demand (``PooledObserved``), never the whole history at once."""
-
-    rows: SplitArrays
-    dates: np.ndarray  # trade date of each row, as str
-    meta: dict[str, Any]
-
-
-def row_pool(data: TrainingData, dates_of: Callable[[np.ndarray], np.ndarray]) -> RowPool:
-    """All splits of ``data`` as one row set; segment ids are made distinct per stored split,
-    so no window spans the rows an embargo removed between them."""
-    parts = [data.splits[s] for s in SPLITS if s in data.splits]
-    if not parts:
-        raise WalkForwardError("the dataset has no rows")
-    seg_span = max(int(np.max(p.segment, initial=0)) for p in parts) + 1
-    cat = {a: np.concatenate([np.asarray(getattr(p, a)) for p in parts])
-           for a in ("known", "static", "targets", "ts_event", "root_index")}
-    source = np.concatenate([np.full(p.n_rows, i, np.int64) for i, p in enumerate(parts)])
-    within = np.concatenate([np.arange(p.n_rows, dtype=np.int64) for p in parts])
-    segment = np.concatenate([np.asarray(p.segment, np.int64) + i * seg_span
-                              for i, p in enumerate(parts)])
-    order = np.lexsort((cat["ts_event"], cat["root_index"]))
-    norm = data.meta.get("normalization") or {}
-    scaled = "mean" in norm and "std" in norm
-    observed = PooledObserved([p.observed for p in parts], source[order], within[order],
-                              norm["mean"] if scaled else None, norm["std"] if scaled else None)
-    rows = SplitArrays(observed=observed, segment=segment[order],  # type: ignore[arg-type]
-                       window_starts=np.zeros(0, np.int64), **{k: v[order] for k, v in cat.items()})
-    dates = np.asarray([str(d) for d in np.asarray(dates_of(rows.ts_event))])
-    if dates.shape[0] != rows.n_rows:
-        raise WalkForwardError(f"dates_of returned {dates.shape[0]} dates for {rows.n_rows} rows")
-    return RowPool(rows=rows, dates=dates, meta=dict(data.meta))
-
-
-_ROW_ARRAYS = ("known", "static", "targets", "ts_event", "segment", "root_index")
-
-
-def _take(rows: SplitArrays, idx: np.ndarray,
-          observed: np.ndarray | None = None) -> SplitArrays:
-    """Rows ``idx`` of ``rows``; ``observed`` given: those rows' features, already made."""
-    return SplitArrays(observed=rows.observed[idx] if observed is None else observed,
-                       **{a: np.asarray(getattr(rows, a))[idx] for a in _ROW_ARRAYS},
-                       window_starts=np.zeros(0, np.int64))
-
-
-def _embargoed_rows(root: np.ndarray, embargo: int) -> np.ndarray:
-    """Indices of rows (of roots ``root``) without the first ``embargo`` rows of each root."""
-    root = np.asarray(root)
-    keep = np.ones(root.size, dtype=bool)
-    for r in np.unique(root):
-        keep[np.flatnonzero(root == r)[:embargo]] = False
-    return np.flatnonzero(keep)
-
-
-def fold_data(pool: RowPool, fold: Fold, config: WalkForwardConfig) -> TrainingData:
-    """The fold as a ``TrainingData`` (train / validation / test), normalised on its train part."""
-    meta = pool.meta
-    lookback, horizon = int(meta["lookback"]), int(meta["horizon"])
-    embargo = config.embargo(lookback, horizon)
-    picked: dict[str, np.ndarray] = {}
-    root = np.asarray(pool.rows.root_index)
-    for name, ds in (("train", fold.train_dates), ("validation", fold.validation_dates),
-                     ("test", fold.test_dates)):
-        idx = np.flatnonzero(np.isin(pool.dates, ds))
-        if name != "train":
-            idx = idx[_embargoed_rows(root[idx], embargo)]
-        picked[name] = idx
-    if picked["train"].shape[0] == 0:
-        raise WalkForwardError(f"fold {fold.number}: no train rows on {fold.describe()['train']}")
-    observed = pool.rows.observed
-    mean, std = column_stats(observed, picked["train"])
-    mean = np.nan_to_num(mean)
-    std = np.where(np.isfinite(std) & (std > 1e-12), std, 1.0)
-    clip = (meta.get("normalization") or {}).get("clip_sigma", 10.0)
-    parts = {name: _take(pool.rows, idx, normalised(observed, idx, mean, std, clip))
-             for name, idx in picked.items()}
-    split_meta = {}
-    for name, part in parts.items():
-        part.window_starts = valid_window_starts(np.asarray(part.segment), part.targets,
-                                                 lookback, horizon)
-        if part.n_windows == 0:
-            dates = getattr(fold, f"{name}_dates")
-            raise WalkForwardError(
-                f"fold {fold.number}: {name} ({dates[0]} .. {dates[-1]}) has no complete window "
-                f"of {lookback}+{horizon} bars after the {embargo}-bar embargo "
-                f"({part.n_rows} rows)")
-        split_meta[name] = {"rows": part.n_rows, "windows": part.n_windows,
-                            "first_date": getattr(fold, f"{name}_dates")[0],
-                            "last_date": getattr(fold, f"{name}_dates")[-1]}
-    y1 = parts["train"].targets[:, 0].astype(np.float64)
-    scale = float(np.nanstd(y1)) if np.isfinite(y1).any() else 0.0
-    fold_meta = {**meta, "target_scale": scale if math.isfinite(scale) and scale > 0 else 1.0,
-                 "normalization": {"mean": mean.tolist(), "std": std.tolist(), "clip_sigma": clip},
-                 "embargo_bars": embargo, "splits": split_meta,
-                 "fold": {"number": fold.number, **fold.describe()}}
-    return TrainingData(meta=fold_meta, splits=parts)
-
-
 # --- scoring --------------------------------------------------------------------------
 
 
@@ -328,13 +230,6 @@ def _decision_horizon(meta: Mapping[str, Any], decision_horizon: int | None) -> 
     return h
 
 
-def dates_of_rows(pool: RowPool, ts: np.ndarray) -> np.ndarray:
-    """The trade date (as in ``pool.dates``) of each timestamp in ``ts``."""
-    uts, first = np.unique(np.asarray(pool.rows.ts_event), return_index=True)
-    pos = np.clip(np.searchsorted(uts, np.asarray(ts)), 0, uts.size - 1)
-    return pool.dates[first[pos]]
-
-
 @dataclass
 class FoldResult:
     fold: Fold
@@ -386,15 +281,6 @@ def equal_baseline(bars: ScoredBars, baselines: Mapping[str, ScoredBars]) -> str
                 and np.array_equal(bars.positions, other.positions)):
             return name
     return None
-
-
-def dataset_version(pool: RowPool) -> str:
-    """A content fingerprint of the rows (feature hash, timestamps, roots, outcomes): two
-    pools with the same value hold the same bars and realised returns."""
-    h = hashlib.sha256(str(pool.meta.get("feature_hash", "")).encode())
-    for a in ("ts_event", "root_index", "targets"):
-        h.update(np.ascontiguousarray(getattr(pool.rows, a)).tobytes())
-    return h.hexdigest()[:16]
 
 
 def protocol_of(pool: RowPool, folds: Sequence[Fold], config: WalkForwardConfig, *,

@@ -40,8 +40,8 @@ from models.evaluation.family_candidates import (
     fold_forecaster,
     forecaster_candidate,
 )
+from models.evaluation.row_pool import RowPool
 from models.evaluation.walk_forward import (
-    RowPool,
     WalkForwardConfig,
     WalkForwardResult,
     walk_forward,

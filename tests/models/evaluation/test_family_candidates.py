@@ -11,7 +11,8 @@ from models.evaluation.family_candidates import (
     fold_forecaster,
     forecaster_candidate,
 )
-from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
+from models.evaluation.row_pool import row_pool
+from models.evaluation.walk_forward import WalkForwardConfig, walk_forward
 from models.training.loop import TrainConfig
 from models.windows import DEFAULT_QUANTILES
 from tests.model_data import synthetic_training_data

@@ -17,7 +17,8 @@ from models.evaluation.plots import (
     quantile_fan_figure,
     walk_forward_equity,
 )
-from models.evaluation.walk_forward import WalkForwardConfig, row_pool, walk_forward
+from models.evaluation.row_pool import row_pool
+from models.evaluation.walk_forward import WalkForwardConfig, walk_forward
 from tests.model_data import synthetic_training_data
 
 MIN = 60 * 10**9

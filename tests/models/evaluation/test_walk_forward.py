@@ -15,14 +15,12 @@ from models.evaluation.candidates import (
     lightgbm_candidate,
     trading_baselines,
 )
+from models.evaluation.row_pool import WalkForwardError, fold_data, row_pool
 from models.evaluation.skill import bonferroni_level
 from models.evaluation.walk_forward import (
     WalkForwardConfig,
-    WalkForwardError,
-    fold_data,
     plan_folds,
     protocol_id_for,
-    row_pool,
     walk_forward,
 )
 from models.lightgbm import LightGBMConfig

@@ -9,9 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.evaluation import pooled_observed
-from models.evaluation.pooled_observed import PooledObserved, column_stats, normalised
-from models.evaluation.walk_forward import WalkForwardConfig, fold_data, plan_folds, row_pool
+from models.evaluation import row_pool as pool_module
+from models.evaluation.row_pool import (
+    PooledObserved,
+    column_stats,
+    fold_data,
+    normalised,
+    row_pool,
+)
+from models.evaluation.walk_forward import WalkForwardConfig, plan_folds
 from tests.model_data import synthetic_training_data
 
 
@@ -40,7 +46,7 @@ def _pooled(x: np.ndarray, pieces: int = 3) -> PooledObserved:
 
 @pytest.mark.parametrize("nan_share", [0.0, 0.03])
 def test_column_stats_equal_numpy_bit_for_bit_across_chunks(monkeypatch, nan_share):
-    monkeypatch.setattr(pooled_observed, "CHUNK_ROWS", 1_000)  # many chunks
+    monkeypatch.setattr(pool_module, "CHUNK_ROWS", 1_000)  # many chunks
     pool = _pooled(_values(7_500, 9, seed=1, nan_share=nan_share))
     idx = np.sort(np.random.default_rng(2).choice(len(pool), 6_000, replace=False))
     whole = np.asarray(pool)[idx]
@@ -50,7 +56,7 @@ def test_column_stats_equal_numpy_bit_for_bit_across_chunks(monkeypatch, nan_sha
 
 
 def test_an_all_missing_column_is_nan_as_numpy_says(monkeypatch):
-    monkeypatch.setattr(pooled_observed, "CHUNK_ROWS", 100)
+    monkeypatch.setattr(pool_module, "CHUNK_ROWS", 100)
     x = _values(450, 4, seed=3)
     x[:, 2] = np.nan
     pool = _pooled(x)
@@ -60,7 +66,7 @@ def test_an_all_missing_column_is_nan_as_numpy_says(monkeypatch):
 
 
 def test_normalised_equals_the_whole_array_expression(monkeypatch):
-    monkeypatch.setattr(pooled_observed, "CHUNK_ROWS", 333)
+    monkeypatch.setattr(pool_module, "CHUNK_ROWS", 333)
     pool = _pooled(_values(2_000, 6, seed=4))
     idx = np.arange(100, 1_900)
     mean, std = np.nan_to_num(np.nanmean(np.asarray(pool)[idx], 0)), np.full(6, 3.0)
@@ -71,7 +77,7 @@ def test_normalised_equals_the_whole_array_expression(monkeypatch):
 def test_fold_data_is_unchanged_from_the_whole_array_code(monkeypatch):
     """The fold's normalised parts as the code before issue 41 made them (raw float64 pool,
     ``np.nanmean`` / ``np.nanstd`` of the train part, then scale and clip)."""
-    monkeypatch.setattr(pooled_observed, "CHUNK_ROWS", 500)
+    monkeypatch.setattr(pool_module, "CHUNK_ROWS", 500)
     data = synthetic_training_data(n_rows={"train": 2400, "validation": 700, "test": 700},
                                    n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
                                    signal=0.4, segment_length=350, seed=3)
