@@ -45,10 +45,10 @@ def test_a_run_takes_the_profile_of_the_settings_as_its_config_defaults(restore_
     assert (seen["epochs"], seen["max_batches_per_epoch"], seen["hidden"]) == (6, 60, 32)
 
 
-def test_the_demo_tft_is_two_members_of_one_lstm_layer_and_width_2(restore_settings):
+def test_the_demo_tft_is_one_member_of_one_lstm_layer_and_width_2(restore_settings):
     load_settings(profile="demo")
     tft = TFTTrainingConfig()
-    assert (tft.members, tft.lstm_layers, tft.var_width, tft.hidden) == (2, 1, 2, 32)
+    assert (tft.members, tft.lstm_layers, tft.var_width, tft.hidden) == (1, 1, 2, 32)
 
 
 def test_the_asset_defaults_are_the_library_defaults_and_the_results_are_unchanged(
