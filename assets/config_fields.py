@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
+from foxhunt_pipeline.config.profiles import declare
 from foxhunt_pipeline.config.settings import current_settings
 
 
@@ -36,5 +37,6 @@ def delegated(cls: type, name: str, doc: str, *, section: str | None = None) -> 
 def sized(section: str, key: str, full: Any, doc: str) -> Any:
     """A Config field defaulting to the active size profile's ``section.key``, else ``full``
     (looked up per run, so ``foxhunt materialize --profile`` counts after import too)."""
+    declare(section, key)
     return Field(default_factory=lambda: current_settings().size_default(section, key, full),
                  description=f"{doc} Default: {full!r}, or the size profile's {section}.{key}.")

@@ -27,7 +27,12 @@ from models.mamba2.model import Mamba2Config
 from models.registry import seeded_model
 from models.tft.model import TFTConfig
 from models.training.checkpoint import save_checkpoint
-from models.training.loop import TrainConfig, TrainingDivergedError, train_forecaster
+from models.training.loop import (
+    TrainConfig,
+    TrainingDivergedError,
+    train_fields,
+    train_forecaster,
+)
 from models.windows import TrainingData
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import FoxhuntStorage
@@ -114,12 +119,12 @@ Interpretation = Callable[[TrackedRun, Path, TrainingData, Path], dict]
 def train_config(config: ForecasterTrainingConfig, **overrides) -> TrainConfig:
     """The library's ``TrainConfig`` for an asset Config: what training runs, what the
     walk-forward retrains per fold and (with ``overrides``) what a tuning trial runs."""
-    fields = dict(epochs=config.epochs, batch_size=config.batch_size, lr=config.learning_rate,
-                  weight_decay=config.weight_decay, grad_clip=config.grad_clip,
-                  patience=config.patience, seed=config.seed,
+    fields = dict(epochs=config.epochs, batch_size=config.batch_size,
+                  learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+                  grad_clip=config.grad_clip, patience=config.patience, seed=config.seed,
                   max_batches_per_epoch=config.max_batches_per_epoch or None,
                   val_windows=config.val_windows or None)
-    return TrainConfig(**{**fields, **overrides})
+    return TrainConfig(**train_fields({**fields, **overrides}))
 
 
 def logged_train_config(family: str, logged: dict) -> TrainConfig:

@@ -56,7 +56,7 @@ from models.lightgbm import LightGBMConfig
 from models.mamba2.model import Mamba2Config
 from models.registry import dataset_model_config
 from models.tft.model import TFTConfig
-from models.training.loop import TrainConfig
+from models.training.loop import TrainConfig, train_fields
 
 try:
     from tests.walk_forward_data import generated_pool
@@ -70,15 +70,12 @@ MODEL_CONFIGS = {"tft": TFTConfig, "mamba2": Mamba2Config}
 FAMILIES = ("tft", "mamba2", "lightgbm", "ensemble", "dqn", "ppo")
 N_FAMILIES = len(registry.ALL)  # every registered family makes skill claims on the protocol
 ALPHA = 0.05  # the leaderboard's family-wise error
-#: the Dagster Config name of a TrainConfig field, where they differ
-CONFIG_NAMES = {"learning_rate": "lr"}
 
 
 def forecaster_setup(family: str, pool: RowPool, profile: str) -> tuple[dict, TrainConfig]:
     """The model config and ``TrainConfig`` of ``foxhunt-<family>`` at the profile's sizes
     (model fields to the model config, the rest to ``TrainConfig``, as the asset splits them)."""
-    sizes = {CONFIG_NAMES.get(k, k): v
-             for k, v in PROFILES[profile].get(f"{family}_model", {}).items()}
+    sizes = train_fields(PROFILES[profile].get(f"{family}_model", {}))
     model_fields = {f.name for f in dataclasses.fields(MODEL_CONFIGS[family])}
     model_config = {**dataset_model_config(family, pool.meta),
                     **{k: v for k, v in sizes.items() if k in model_fields}}

@@ -20,6 +20,7 @@ from assets import (
     tuning,
 )
 from foxhunt_pipeline import automation as sensors
+from foxhunt_pipeline.config.profiles import check_profiles
 from foxhunt_pipeline.config.settings import load_settings
 from resources.databento_source import DatabentoSource
 from resources.mlflow_tracking import MLflowResource
@@ -52,8 +53,11 @@ def all_checks() -> list:
 
 
 def build_definitions() -> dg.Definitions:
-    """The code location starts: read the environment once (``load_settings``), then build the
-    jobs, sensors and schedule from those settings, and the resources."""
+    """The code location starts: check the size profiles against the fields the asset
+    modules declared (a misspelt key stops it here, named), read the environment once
+    (``load_settings``), then build the jobs, sensors and schedule from those settings, and
+    the resources."""
+    check_profiles()
     auto = sensors.build_automation(load_settings())
     return dg.Definitions(
         assets=all_assets(),

@@ -7,6 +7,7 @@ defaults: the UI's, the sensors', the schedule's and ``foxhunt materialize --pro
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 PROFILE_ENV = "FOXHUNT_PROFILE"
@@ -69,3 +70,41 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
                    "total_timesteps": 1_000},
     },
 }
+
+
+class ProfileError(ValueError):
+    """A profile sets a size no config reads (a misspelt section or key)."""
+
+
+#: section -> the keys some run config reads from a profile (``declare``, called by each
+#: sized Config field as its module is imported)
+_DECLARED: dict[str, set[str]] = {}
+
+
+def declare(section: str, key: str) -> None:
+    """Record that a config field takes ``section.key`` from the active profile."""
+    _DECLARED.setdefault(section, set()).add(key)
+
+
+def check_profiles(profiles: dict[str, dict[str, dict[str, Any]]] | None = None) -> None:
+    """Every ``section.key`` of every profile is one that a config reads: without this check a
+    misspelt key silently falls back to the full-size default. Called when the code location
+    starts, after the asset modules declared their fields."""
+    problems = []
+    for name, sections in (PROFILES if profiles is None else profiles).items():
+        for section, sizes in sections.items():
+            known = _DECLARED.get(section)
+            if known is None:
+                hint = difflib.get_close_matches(section, list(_DECLARED), n=1)
+                problems.append(f"{name}: section {section!r} is read by no config"
+                                + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+                continue
+            for key in sizes:
+                if key not in known:
+                    hint = difflib.get_close_matches(key, sorted(known), n=1)
+                    problems.append(f"{name}: {section}.{key} is read by no config"
+                                    + (f" (did you mean {section}.{hint[0]}?)" if hint else
+                                       f" (it reads {', '.join(sorted(known))})"))
+    if problems:
+        raise ProfileError("size profiles (foxhunt_pipeline/config/profiles.py): "
+                           + "; ".join(problems))

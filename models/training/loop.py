@@ -106,6 +106,16 @@ class TrainConfig:
         return cls(**d)
 
 
+#: the name a run config, size profile or study gives a ``TrainConfig`` field, where they
+#: differ (``learning_rate``: the name users know; ``lr``: the optimizer's)
+CONFIG_NAMES = {"learning_rate": "lr"}
+
+
+def train_fields(named: dict[str, Any]) -> dict[str, Any]:
+    """``named`` with each config name (``CONFIG_NAMES``) turned into its ``TrainConfig`` field."""
+    return {CONFIG_NAMES.get(k, k): v for k, v in named.items()}
+
+
 @dataclass
 class TrainResult:
     best_val_loss: float

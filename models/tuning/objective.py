@@ -13,7 +13,7 @@ import optuna
 
 from models import families
 from models.registry import build_model, dataset_model_config
-from models.training.loop import TrainConfig, train_forecaster
+from models.training.loop import TrainConfig, train_fields, train_forecaster
 from models.tuning.spaces import MODEL_FIELDS, to_config_values
 from models.windows import TrainingData
 
@@ -45,8 +45,8 @@ def forecaster_trial(trial: optuna.Trial, family: str, data: TrainingData,
     over ``base_model``, ``learning_rate`` / ``weight_decay`` over ``train``)."""
     model_params = {k: v for k, v in params.items() if k in MODEL_FIELDS[family]}
     model = build_model(family, {**dataset_model_config(family, data.meta), **base_model, **model_params})
-    cfg = replace(train, lr=float(params.get("learning_rate", train.lr)),
-                  weight_decay=float(params.get("weight_decay", train.weight_decay)))
+    cfg = replace(train, **train_fields({k: float(params[k]) for k in ("learning_rate", "weight_decay")
+                                         if k in params}))
     result = train_forecaster(model, data, cfg, device=device, autocast_dtype=autocast_dtype,
                               on_epoch_end=pruning_hook(trial, "val_loss", "epoch", on_epoch_end))
     return float(result.best_val_loss)

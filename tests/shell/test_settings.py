@@ -1,6 +1,11 @@
 """One settings object, read when an entry point starts; size profiles as run-config
 defaults; every hyperparameter's default defined once, in the library's dataclass."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -8,6 +13,7 @@ from assets.agents import DQNTrainingConfig, PPOTrainingConfig
 from assets.evaluation import EvaluationConfig
 from assets.training import Mamba2TrainingConfig, TFTTrainingConfig
 from foxhunt_pipeline.config import settings as settings_module
+from foxhunt_pipeline.config.profiles import ProfileError, check_profiles
 from foxhunt_pipeline.config.settings import Settings, current_settings, load_settings
 from models.agents.train import DQNConfig, PPOConfig
 from models.tft.model import TFTConfig
@@ -83,3 +89,34 @@ def test_settings_are_read_from_the_environment_given_and_bad_profiles_are_named
     with pytest.raises(ValueError, match="FOXHUNT_PROFILE='huge'"):
         Settings.from_env({"FOXHUNT_PROFILE": "huge"})
     assert load_settings({"FOXHUNT_PROFILE": "fast"}) is current_settings()
+
+
+def test_every_key_of_every_profile_is_read_by_a_config():
+    import foxhunt_pipeline.definitions  # noqa: F401  (every asset module declares its fields)
+    check_profiles()  # the profiles as shipped
+
+
+@pytest.mark.parametrize("section, key, said", [
+    ("tft_model", "lerning_rate", "tft_model.lerning_rate is read by no config (did you mean "
+                                  "tft_model.learning_rate?)"),
+    ("dqn_agent", "timesteps", "dqn_agent.timesteps is read by no config"),
+    ("tft_modle", "epochs", "section 'tft_modle' is read by no config (did you mean 'tft_model'?)"),
+])
+def test_a_misspelt_profile_key_is_named_instead_of_falling_back_to_the_full_size(
+        section, key, said):
+    profiles = {"demo": {section: {key: 1}}}
+    with pytest.raises(ProfileError) as err:
+        check_profiles(profiles)
+    assert f"demo: {said}" in str(err.value)
+
+
+def test_the_code_location_does_not_start_with_a_misspelt_profile_key(tmp_path):
+    code = ("from foxhunt_pipeline.config import profiles\n"
+            "profiles.PROFILES['demo']['walk_forward']['test_dyas'] = 3\n"
+            "import foxhunt_pipeline.definitions\n")
+    env = {**os.environ, "FOXHUNT_HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert run.returncode != 0
+    assert "demo: walk_forward.test_dyas is read by no config (did you mean " \
+           "walk_forward.test_days?)" in run.stderr
