@@ -1,6 +1,6 @@
 """Deployable artifacts: a model file plus a JSON sidecar, loadable with torch alone.
 
-What works on torch 2.13 (CPU build), checked by ``tests/test_export.py``:
+What works on torch 2.13 (CPU build), checked by ``tests/models/quantization/test_export.py``:
 
 - fp32 / fp16 / bf16 modules (LSTM, Linear, LayerNorm, attention, Conv1d):
   ``torch.export.export`` with a dynamic batch dimension + ``torch.export.save``
@@ -59,7 +59,7 @@ CHECK_BATCHES = (1, 7, 64)
 CHECK_ATOL = 1e-5
 HALF_CHECK_RTOL = {"fp16": 1e-2, "bf16": 5e-2}  # as quantization.OUTPUT_TOLERANCE
 MAX_BATCH = 1 << 20
-# Found on torch 2.13 (tests/test_export.py re-checks it): exporting a dynamic-quantized
+# Found on torch 2.13 (tests/models/quantization/test_export.py re-checks it): exporting a dynamic-quantized
 # module fails after tracing the whole graph, which costs seconds, so it is skipped
 # unless asked for alone.
 TORCH_EXPORT_INT8_LIMIT = (

@@ -10,7 +10,7 @@ certain to pass (right columns and dtypes, no nulls, positive finite prices, con
 OHLC, inside the range, strictly increasing time within contiguous key groups). A
 frame the screen passes is clean; any other frame goes to pandera, whose report is
 used as is. The screen can only be too strict, never too lenient
-(tests/test_schemas.py checks it against pandera on perturbed frames).
+(tests/contracts/test_schemas.py checks it against pandera on perturbed frames).
 
 This module defines the contracts; the parts live beside it:
 :mod:`~foxhunt_pipeline.contracts.checks` (the custom checks),

@@ -3,7 +3,7 @@
 pandera's cost is mostly per call (dozens of lazy queries per frame), so each contract
 carries a screen in its metadata. A frame the screen passes is clean; any other frame
 goes to pandera. The screen can only be too strict, never too lenient
-(tests/test_schemas.py and tests/test_schema_screen.py check it against pandera).
+(tests/contracts/test_schemas.py and tests/contracts/test_schema_screen.py check it against pandera).
 """
 
 from __future__ import annotations

@@ -8,16 +8,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.mamba2.config import Mamba2Config
 from models.mamba2.ssd import ssd_chunked, ssd_step
-
-if TYPE_CHECKING:
-    from models.mamba2.model import Mamba2Config
 
 # (conv_state [B, conv_dim, d_conv - 1], ssm_state [B, heads, headdim, d_state]) per layer
 LayerState = tuple[torch.Tensor, torch.Tensor]

@@ -50,7 +50,7 @@ none changes what the model can express in a way that matters here):
   layer of the 2-layer LSTM (the paper describes a single layer).
 * **An inference fast path.** In eval mode without autograd (and outside export /
   tracing), ``forward`` runs ``_run_fast``: the same function as ``_run`` (within float
-  rounding, tested against the old forward in ``tests/test_tft_fast_path.py``) in fewer,
+  rounding, tested against the old forward in ``tests/models/tft/test_tft_fast_path.py``) in fewer,
   fused ops, without module-call overhead and with the causal mask cached; batch-1
   latency is mostly per-op overhead. Hooked or quantized layers are still called as
   modules, so ``quantize_dynamic`` finds and swaps the same layers.
