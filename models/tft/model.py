@@ -172,7 +172,7 @@ class TemporalFusionTransformer(nn.Module):
     stays non-crossing). ``models.training.loop.train_forecaster`` trains the members apart,
     each as one TFT with its own seed; checkpoints, export, quantization and interpretation
     see the one averaged model. On the walk-forward protocol two members forecast with a
-    lower pinball than either alone (README, "How models are compared")."""
+    lower pinball than either alone (docs/models.md, "foxhunt-tft as a deep ensemble")."""
 
     def __init__(self, config: TFTConfig):
         super().__init__()
