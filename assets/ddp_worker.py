@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from dagster_pipes import open_dagster_pipes
 
-from models.atomic import atomic_write
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.registry import build_model, dataset_model_config
 from models.training.checkpoint import dataset_signature, save_checkpoint
 from models.training.distributed import (

@@ -19,6 +19,7 @@ from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, report_wa
 from assets.config_fields import delegated, sized
 from assets.metadata_images import pngs_md
 from assets.training import load_current_model, load_dataset, logged_train_config
+from foxhunt_pipeline.basics.utc import iso_utc
 from foxhunt_pipeline.features.coverage import fold_warnings
 from foxhunt_pipeline.features.grid import trade_dates
 from models import families
@@ -32,7 +33,6 @@ from models.evaluation.family_candidates import production_candidate
 from models.evaluation.row_pool import WalkForwardError, row_pool
 from models.evaluation.walk_forward import WalkForwardConfig, protocol_id_for, walk_forward
 from models.training.checkpoint import read_checkpoint_meta
-from models.utc import iso_utc
 from models.windows import recent_rows
 from resources.mlflow_tracking import MLflowResource, TrackedRun
 from resources.storage import BARS_TABLE, EVALUATIONS_TABLE, FoxhuntStorage

@@ -12,9 +12,9 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from foxhunt_pipeline.serving.actions import SERVING_META_FILE, serving_meta
 from foxhunt_pipeline.storage import trade_dates
-from models.atomic import atomic_write
 from models.export import export_artifact, forecaster_metadata
 from models.training.checkpoint import load_checkpoint
 from resources.pyfunc_models import MODEL_ARTIFACT, data_range_of, model_card, register_pyfunc

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from models.atomic import atomic_replace_dir
+from foxhunt_pipeline.basics.atomic import atomic_replace_dir
 
 SPLITS = ("train", "validation", "test")
 #: the ``meta.json`` key of a dataset stored as per-date blocks (not loadable as arrays here)

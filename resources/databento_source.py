@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import databento as db
 
-from models.atomic import atomic_write
+from foxhunt_pipeline.basics.atomic import atomic_write
 
 
 class MissingApiKeyError(RuntimeError):

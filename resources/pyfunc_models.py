@@ -21,9 +21,9 @@ import polars as pl
 from mlflow.models import infer_signature
 from mlflow.types.schema import AnyType, ColSpec, Schema
 
+from foxhunt_pipeline.basics.utc import UTC_OFFSET, iso_utc
 from foxhunt_pipeline.serving.loaded import LoadedModel
 from models import families
-from models.utc import UTC_OFFSET, iso_utc
 
 MODEL_ARTIFACT = "model"  # the run-relative folder each registered version points at
 

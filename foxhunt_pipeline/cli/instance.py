@@ -8,8 +8,8 @@ import os
 import re
 from pathlib import Path
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from foxhunt_pipeline.config.paths import FoxhuntPaths
-from models.atomic import atomic_write
 
 GPU_POOL = "gpu"
 GPU_POOL_LIMIT = 1

@@ -17,8 +17,8 @@ import os
 
 import dagster as dg
 
+from foxhunt_pipeline.basics.atomic import host_tag
 from foxhunt_pipeline.storage.scratch import pid_alive
-from models.atomic import host_tag
 
 PID_TAG = "foxhunt/pid"
 HOST_TAG = "foxhunt/host"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from foxhunt_pipeline.config.profiles import PROFILE_ENV, PROFILES
-from models.atomic import atomic_write
 
 PROFILE_FILE = "profile"
 CPU_PROFILE = "demo"

@@ -36,6 +36,7 @@ from pathlib import Path
 import polars as pl
 from upath import UPath
 
+from foxhunt_pipeline.basics.atomic import temp_sibling
 from foxhunt_pipeline.features.build import ShortStretch, check_continuous, root_features
 from foxhunt_pipeline.features.dataset_dates import summarise_features
 from foxhunt_pipeline.features.grid import trade_date_expr
@@ -45,7 +46,6 @@ from foxhunt_pipeline.instruments.sessions import Hole, quiet_limit
 from foxhunt_pipeline.instruments.specs import spec
 from foxhunt_pipeline.storage import artifact_sync as sync
 from foxhunt_pipeline.storage import continuous_dates, dataset_store, object_store, trade_dates
-from models.atomic import temp_sibling
 
 TABLE = "features"
 PART = "data"  # the one file of a date (older warehouses hold one file per root)

@@ -23,11 +23,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
+from foxhunt_pipeline.basics.utc import UTC_OFFSET, iso_utc
 from foxhunt_pipeline.features.grid import trade_date_expr
 from foxhunt_pipeline.instruments.rolls import trade_date_bounds
 from foxhunt_pipeline.instruments.sessions import new_stretch
 from foxhunt_pipeline.instruments.specs import spec
-from models.utc import UTC_OFFSET, iso_utc
 from models.windows import (
     DEFAULT_QUANTILES,
     SPLITS,

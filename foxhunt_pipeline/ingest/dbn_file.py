@@ -20,8 +20,8 @@ import zstandard
 from databento.common.error import BentoError
 from databento_dbn import Compression
 
+from foxhunt_pipeline.basics.utc import UTC_OFFSET, iso_utc
 from foxhunt_pipeline.instruments.specs import parse_outright
-from models.utc import UTC_OFFSET, iso_utc
 
 BAR_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "ohlcv-eod")
 # the record type each bar schema's records carry (databento_dbn.RType.from_schema)

@@ -34,6 +34,8 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 
+from foxhunt_pipeline.basics.atomic import atomic_write
+from foxhunt_pipeline.basics.utc import UTC_OFFSET, iso_utc
 from foxhunt_pipeline.contracts.schemas import StreamValidator, ValidationResult, raw_bars_schema
 from foxhunt_pipeline.ingest.background_writer import BackgroundWriter
 from foxhunt_pipeline.ingest.batches import (
@@ -76,8 +78,6 @@ from foxhunt_pipeline.ingest.spill import SpillArea
 from foxhunt_pipeline.ingest.symbols import SymbolResolver, spread_ids_from_definitions
 from foxhunt_pipeline.instruments.sessions import calendar_name, open_minutes
 from foxhunt_pipeline.instruments.specs import ROOTS
-from models.atomic import atomic_write
-from models.utc import UTC_OFFSET, iso_utc
 
 
 @dataclass

@@ -17,8 +17,8 @@ from typing import Any
 
 from upath import UPath
 
+from foxhunt_pipeline.basics.atomic import atomic_replace_dir, atomic_write
 from foxhunt_pipeline.storage.object_store import is_local
-from models.atomic import atomic_replace_dir, atomic_write
 
 
 def as_upath(location: str | os.PathLike[str]) -> UPath:

@@ -38,9 +38,9 @@ import numpy as np
 import polars as pl
 from upath import UPath
 
+from foxhunt_pipeline.basics.atomic import atomic_replace_dir, atomic_write, temp_sibling
 from foxhunt_pipeline.storage import artifact_sync as sync
 from foxhunt_pipeline.storage import object_store
-from models.atomic import atomic_replace_dir, atomic_write, temp_sibling
 from models.windows import LAYOUT, SPLITS, SplitArrays, TrainingData, valid_window_starts
 
 DATASET_DIR = "training_dataset"

@@ -1,7 +1,7 @@
 """Scratch space per run, and the start-up sweep of what killed processes left behind.
 
 A writer that is ``kill -9``-ed runs no ``finally``: its temp file beside a target
-(``models.atomic``), its staging parquet, its spill directory stay. So every such name
+(``foxhunt_pipeline.basics.atomic``), its staging parquet, its spill directory stay. So every such name
 says who owns it (host tag and pid), and ``sweep`` removes the ones whose owner is no
 longer alive on this host; a live writer's files are never touched, so the sweep is safe
 while other runs write. It runs once per process and home, at the start of every Dagster
@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from models.atomic import host_tag, owner_tag, temp_owner
+from foxhunt_pipeline.basics.atomic import host_tag, owner_tag, temp_owner
 
 RUNS_DIR = "runs"
 # "<id>.<host>-<pid>": a run process's scratch area

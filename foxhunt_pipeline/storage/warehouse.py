@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from foxhunt_pipeline.basics.atomic import atomic_write, fsync_path, temp_sibling
 from foxhunt_pipeline.contracts.tables import (
     PART_TABLES,
     RAW_BARS,
@@ -32,7 +33,6 @@ from foxhunt_pipeline.contracts.tables import (
     VIEW_TABLES,
 )
 from foxhunt_pipeline.storage import forecast_views
-from models.atomic import atomic_write, fsync_path, temp_sibling
 
 CATALOGUE_LOCK_TIMEOUT_S = 120.0
 #: a parquet file goes to disk through a buffer of this size: the writer makes a few small

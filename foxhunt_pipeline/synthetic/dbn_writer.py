@@ -30,7 +30,7 @@ import databento_dbn as dbn
 import numpy as np
 import zstandard
 
-from models.atomic import atomic_write
+from foxhunt_pipeline.basics.atomic import atomic_write
 
 DATASET = "GLBX.MDP3"
 GLBX_PUBLISHER_ID = 1  # GLBX.MDP3.GLBX

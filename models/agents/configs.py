@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from foxhunt_pipeline.basics.config_fields import check_known_fields
 from models.agents.trading_env import EnvConfig, MarketData
-from models.config_fields import check_known_fields
 
 
 @dataclass

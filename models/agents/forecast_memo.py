@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.atomic import atomic_write
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.windows import SplitArrays
 
 #: entries kept per process (one is ``[rows, H * Q]`` float32: ~3.5 MB for 20k rows)

@@ -20,9 +20,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.agents.state import ForecastState
 from models.agents.trading_env import N_ACTIONS
-from models.atomic import atomic_write
 
 POLICY_FORMAT_VERSION = 1
 WEIGHTS_FILE = "policy.safetensors"

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.agents.configs import AgentConfig
-from models.atomic import atomic_write
 
 AGENT_CONFIG_FILE = "agent_config.json"
 

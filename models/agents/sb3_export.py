@@ -11,9 +11,9 @@ from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from torch import nn
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.agents.learning import WindowFeaturesExtractor
 from models.agents.policy import PolicyNet, activation_name, save_policy_net
-from models.atomic import atomic_write
 
 SB3_FILE = "model.zip"
 

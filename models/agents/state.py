@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from foxhunt_pipeline.basics.atomic import atomic_write
+from foxhunt_pipeline.basics.config_fields import check_known_fields
 from models.agents import forecast_memo
-from models.atomic import atomic_write
-from models.config_fields import check_known_fields
 from models.registry import model_type_of
 from models.training.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
 from models.windows import SplitArrays, TrainingData

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from foxhunt_pipeline.basics.utc import iso_utc
 from models.climatology import climatology_quantiles
 from models.evaluation import plots
 from models.evaluation.backtest import BacktestResult, decision_rows, run_backtest
@@ -37,7 +38,6 @@ from models.evaluation.metrics import (
 from models.evaluation.running_cost import measure_running_cost
 from models.evaluation.skill import idle_is_undefined
 from models.trading_rules import threshold_positions
-from models.utc import iso_utc
 from models.windows import SplitArrays, TrainingData, WindowDataset, to_device
 
 FAN_CHART_BARS = 300

@@ -17,7 +17,7 @@ import lightgbm as lgb
 import numpy as np
 import torch
 
-from models.atomic import atomic_replace_dir
+from foxhunt_pipeline.basics.atomic import atomic_replace_dir
 from models.lightgbm.model import LightGBMQuantiles
 
 LIGHTGBM_FORMAT = "lightgbm"

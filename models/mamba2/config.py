@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from models.config_fields import check_known_fields
+from foxhunt_pipeline.basics.config_fields import check_known_fields
 from models.windows import DEFAULT_QUANTILES
 
 KERNELS = ("torch", "auto")

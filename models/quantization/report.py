@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.agents.trading_env import (
     MarketData,
     evaluate_positions,
@@ -22,7 +23,6 @@ from models.agents.trading_env import (
     policy_state,
     prepare_market_data,
 )
-from models.atomic import atomic_write
 from models.evaluation import metrics
 from models.export import artifact_bytes, export_artifact, forecaster_metadata
 from models.quantile import pinball_loss

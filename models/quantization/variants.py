@@ -7,7 +7,7 @@ Findings on torch 2.13 (CPU build), which shaped this module:
   weights are int8, activations quantized on the fly. ``torchao`` is not needed.
   Dynamic-quantized kernels are CPU-only. Every other float Parameter of >= 1024
   elements (embeddings, batched per-variable weights, conv weights, Linear weights read
-  directly) is rounded to weight-only int8 (``models.int8_weight_only``): fp32 compute,
+  directly) is rounded to weight-only int8 (``models.export.int8_weight_only``): fp32 compute,
   int8 storage in the artifact, dequantized at load time.
 - fp16 / bf16: implemented as a weight cast (``module.to(dtype)``) behind a wrapper
   that casts inputs in and outputs back to fp32, so the variant is a drop-in
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.int8_weight_only import (
+from models.export.int8_weight_only import (
     apply_weight_only_int8,
     stored_bytes,
     weight_only_tensors,

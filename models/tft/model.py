@@ -77,7 +77,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.config_fields import check_known_fields
+from foxhunt_pipeline.basics.config_fields import check_known_fields
 from models.quantile import MonotoneQuantileHead
 from models.tft.init import reference_init
 from models.tft.layers import (

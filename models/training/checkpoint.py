@@ -22,7 +22,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from models.atomic import atomic_write
+from foxhunt_pipeline.basics.atomic import atomic_write
 from models.registry import build_model
 from models.windows import TrainingData
 

@@ -27,8 +27,8 @@ from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm
 
+from foxhunt_pipeline.basics.config_fields import check_known_fields
 from models import climatology
-from models.config_fields import check_known_fields
 from models.quantile import pinball_loss
 from models.registry import model_type_of
 from models.training.checkpoint import (

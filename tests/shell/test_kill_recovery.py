@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from foxhunt_pipeline.basics.atomic import temp_owner
 from foxhunt_pipeline.cli.runner import materialize_selection
 from foxhunt_pipeline.config.paths import FoxhuntPaths
-from models.atomic import temp_owner
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 # complete (fsync'ed, not yet renamed): the parent then kills it with SIGKILL
 FREEZE_AND_RUN = """
 import sys, time
-import models.atomic as atomic
+import foxhunt_pipeline.basics.atomic as atomic
 orig = atomic.fsync_path
 def frozen(path):
     orig(path)

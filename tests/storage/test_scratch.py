@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from foxhunt_pipeline.basics.atomic import atomic_write, host_tag, temp_owner, temp_sibling
 from foxhunt_pipeline.storage import scratch
-from models.atomic import atomic_write, host_tag, temp_owner, temp_sibling
 
 
 def _dead_pid() -> int:

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.export import WEIGHTS_FILE, export_artifact, load_artifact
-from models.int8_weight_only import (
+from models.export.int8_weight_only import (
     MIN_GROUP,
     apply_weight_only_int8,
     dequantize_tensor,

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from models import atomic
-from models.atomic import atomic_replace_dir, atomic_write
+from foxhunt_pipeline.basics import atomic
+from foxhunt_pipeline.basics.atomic import atomic_replace_dir, atomic_write
 
 
 def _fsynced(monkeypatch) -> list[str]:

@@ -14,7 +14,7 @@ batch 1, 7 and 64, which is what "dynamic batch" means in practice (a trace that
 the example batch size or a batch-dependent branch in fails here, not in production).
 Trace from a small example batch (<= 4).
 
-int8 variants also carry weight-only int8 tensors (``models.int8_weight_only``): in the
+int8 variants also carry weight-only int8 tensors (``models.export.int8_weight_only``): in the
 TorchScript file those parameters are empty placeholders; their int8 codes and fp32
 scales go to ``weights_int8.safetensors`` (no pickle) and ``load_artifact`` puts the
 dequantized tensors back, so the loaded module is the variant exactly. TorchScript's
@@ -45,8 +45,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from models.atomic import atomic_replace_dir, atomic_write
-from models.int8_weight_only import dequantize_tensor, weight_only_tensors
+from foxhunt_pipeline.basics.atomic import atomic_replace_dir, atomic_write
+from models.export.int8_weight_only import dequantize_tensor, weight_only_tensors
 from models.lightgbm.artifact import LIGHTGBM_FORMAT, load_lightgbm
 
 META_FILE = "meta.json"

@@ -1,4 +1,4 @@
-"""models.utc.iso_utc, the one ns -> ISO 8601 formatting (issue 26), writes each form as the
+"""foxhunt_pipeline.basics.utc.iso_utc, the one ns -> ISO 8601 formatting (issue 26), writes each form as the
 code it replaced did: pandas' ``isoformat()`` (ingest messages, model cards), Python's
 ``str(datetime)`` (a dataset's split metadata) and the ``Z`` form of the test periods."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.utc import UTC_OFFSET, iso_utc
+from foxhunt_pipeline.basics.utc import UTC_OFFSET, iso_utc
 
 STAMPS = [0, -1, 1, 1_000, 1_704_236_400 * 10**9, 1_704_236_400_500_000_000,
           1_704_236_400_123_456_789, 1_704_236_400_123_456_000, 2**63 - 1]
