@@ -11,10 +11,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from assets import registration
-from assets.common import code_version_of
-from assets.config_fields import delegated, sized
-from assets.interpretability import agent_behaviour
+from assets.common import code_version_of, registration
+from assets.common.config_fields import delegated, sized
+from assets.common.interpretability import agent_behaviour
+from assets.common.tuned_params import with_tuned_params
 from assets.training import (
     TRAINING_KW,
     load_dataset,
@@ -24,7 +24,6 @@ from assets.training import (
     publish_run,
     tft_model,
 )
-from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models import families

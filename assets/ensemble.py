@@ -9,9 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import registration
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.config_fields import sized
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, registration
+from assets.common.config_fields import sized
 from assets.evaluation import evaluation_asset
 from assets.quantization import quantized_asset
 from assets.training import (

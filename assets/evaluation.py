@@ -16,8 +16,8 @@ import torch
 
 from assets.agents import AGENT_CONFIGS, agent_config
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, report_warnings
-from assets.config_fields import delegated, sized
-from assets.metadata_images import pngs_md
+from assets.common.config_fields import delegated, sized
+from assets.common.metadata_images import pngs_md
 from assets.training import load_current_model, load_dataset, logged_train_config
 from foxhunt_pipeline.basics.utc import iso_utc
 from foxhunt_pipeline.features.coverage import fold_warnings

@@ -16,8 +16,9 @@ from assets.common import (
     passed_validation,
     report_warnings,
 )
-from assets.config_fields import delegated, sized
-from assets.ingestion import continuous_bars, partition_dates, trade_dates, window_dates
+from assets.common.config_fields import delegated, sized
+from assets.common.partitions import partition_dates, trade_dates, window_dates
+from assets.ingestion import continuous_bars
 from foxhunt_pipeline.features import FeatureConfig, by_date, dataset_dates
 from foxhunt_pipeline.features.coverage import dataset_warnings
 from foxhunt_pipeline.features.dataset import DatasetConfig

@@ -31,12 +31,12 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from pydantic import Field
 
 from assets.common import OWNERS, code_version_of, markdown_table
-from assets.config_fields import library_default
+from assets.common.config_fields import library_default
+from assets.common.metadata_images import image_md
+from assets.common.partitions import partition_dates, trade_dates
 from assets.evaluation import EvaluationConfig
 from assets.features import features
-from assets.ingestion import partition_dates, trade_dates
 from assets.leaderboard import model_leaderboard
-from assets.metadata_images import image_md
 from foxhunt_pipeline.forecasting.daily import forecast_date
 from foxhunt_pipeline.forecasting.freshness import ForecastRefused, NoData
 from foxhunt_pipeline.forecasting.reference import date_drift, decay_threshold, test_pnl

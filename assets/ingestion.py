@@ -2,11 +2,10 @@
 
 
 import contextlib
-import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +19,7 @@ from assets.common import (
     passed_validation,
     report_warnings,
 )
+from assets.common.partitions import landed_files, partition_dates, trade_dates, window_dates
 from foxhunt_pipeline.contracts import schemas
 from foxhunt_pipeline.contracts.plausibility import DEFAULT_JUMP_MULTIPLE, DEFAULT_JUMP_WINDOW
 from foxhunt_pipeline.ingest import decode as dbn_decode
@@ -27,23 +27,6 @@ from foxhunt_pipeline.instruments.rolls import trade_date
 from foxhunt_pipeline.storage import artifact_sync, continuous_dates, object_store
 from foxhunt_pipeline.storage import trade_dates as stored
 from resources.storage import FoxhuntStorage
-
-landed_files = dg.DynamicPartitionsDefinition(name="landed_files")
-
-# CME trade dates are Monday to Friday (Sunday evening's session is Monday's); a partition's
-# window runs to the next weekday, so a stray weekend date belongs to the Friday before.
-# ``end_offset=1``: the evening session already trades the next day's date.
-HISTORY_START_ENV = "FOXHUNT_HISTORY_START"
-trade_dates = dg.TimeWindowPartitionsDefinition(
-    cron_schedule="0 0 * * 1-5", fmt="%Y-%m-%d", end_offset=1, timezone="UTC",
-    start=os.environ.get(HISTORY_START_ENV, "2010-01-01"),
-)
-
-
-def window_dates(context: dg.AssetExecutionContext) -> tuple[date, date]:
-    """First and last (inclusive) calendar date of the run's partition window."""
-    window = context.partition_time_window
-    return window.start.date(), window.end.date() - timedelta(days=1)
 
 RAW_CHECK = "raw_bars_contract"
 CONTINUOUS_CHECK = "continuous_bars_contract"
@@ -257,12 +240,6 @@ def _price_jump_result(build, config: ContinuousBarsConfig) -> dg.AssetCheckResu
             "first_flagged": dg.MetadataValue.md(markdown_table(build.first_jumps, 20)),
         },
     )
-
-
-def partition_dates(key: str) -> tuple[date, date]:
-    """First and last trade date a weekday partition holds (a Friday holds the weekend)."""
-    day = date.fromisoformat(key)
-    return day, day + timedelta(days=2 if day.weekday() == 4 else 0)
 
 
 def _of_dates(rows: pl.DataFrame, lo: date, hi: date) -> pl.DataFrame:

@@ -7,9 +7,8 @@ at once would only share the cores."""
 
 import dagster as dg
 
-from assets import registration
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.config_fields import sized
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, registration
+from assets.common.config_fields import sized
 from assets.features import training_dataset
 from assets.training import (
     GPU_POOL,

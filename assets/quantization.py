@@ -8,9 +8,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets import registration
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table
-from assets.config_fields import sized
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, markdown_table, registration
+from assets.common.config_fields import sized
 from assets.training import load_current_model, load_dataset
 from foxhunt_pipeline.storage import model_store
 from models import families

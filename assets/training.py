@@ -10,15 +10,14 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets import registration
-from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of
-from assets.config_fields import delegated, sized
-from assets.ddp_worker import model_config_for
-from assets.distributed_training import launch_ddp_training
+from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, registration
+from assets.common.config_fields import delegated, sized
+from assets.common.ddp_worker import model_config_for
+from assets.common.distributed_training import launch_ddp_training
+from assets.common.interpretability import tft_interpretability
+from assets.common.metadata_images import image_md
+from assets.common.tuned_params import with_tuned_params
 from assets.features import training_dataset
-from assets.interpretability import tft_interpretability
-from assets.metadata_images import image_md
-from assets.tuned_params import with_tuned_params
 from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import dataset_store, model_store

@@ -2,7 +2,7 @@
 validation split, trials run one after another inside the step so the step's ``gpu`` pool
 slot bounds them; several workers join one study by materializing with the same
 ``study_name`` (the RDB storage coordinates them). The training assets read the newest
-study's best parameters (``assets.tuned_params``). On demand only: no automation."""
+study's best parameters (``assets.common.tuned_params``). On demand only: no automation."""
 
 import json
 from pathlib import Path
@@ -12,8 +12,8 @@ import optuna
 
 from assets.agents import AGENT_CONFIGS, current_forecasters
 from assets.common import OWNERS, code_version_of
-from assets.config_fields import sized
-from assets.metadata_images import pngs_md
+from assets.common.config_fields import sized
+from assets.common.metadata_images import pngs_md
 from assets.training import FORECASTER_CONFIGS, GPU_POOL, load_dataset, train_config
 from foxhunt_pipeline.config import deploy_profile
 from models import families

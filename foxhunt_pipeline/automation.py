@@ -17,7 +17,7 @@ from typing import Any
 
 import dagster as dg
 
-from assets.ingestion import landed_files
+from assets.common.partitions import landed_files
 from foxhunt_pipeline.config.settings import Settings, current_settings
 from foxhunt_pipeline.ingest.file_runs import ingest_batches
 from foxhunt_pipeline.ingest.landing import (

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from assets.registration import SERVING_FORMATS
+from assets.common.registration import SERVING_FORMATS
 from foxhunt_pipeline.features.dataset import DatasetConfig, build_training_dataset
 from foxhunt_pipeline.serving.actions import SERVING_META_FILE, serving_meta
 from models.agents.policy import PolicyNet, save_policy_net

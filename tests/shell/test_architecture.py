@@ -41,7 +41,7 @@ def test_the_project_keeps_its_import_contracts(tree: Path):
     ("foxhunt_pipeline/features/grid.py", "import dagster", "know nothing of Dagster"),
     ("foxhunt_pipeline/ingest/landing.py", "import mlflow", "know nothing of Dagster"),
     ("resources/storage.py", "from assets import common", "shell > assets"),
-    ("assets/common.py", "from foxhunt_pipeline import definitions", "shell > assets"),
+    ("assets/common/__init__.py", "from foxhunt_pipeline import definitions", "shell > assets"),
     ("models/tft/layers.py", "from models.mamba2 import ssd", "independent"),
     ("models/export/__init__.py", "from models.quantization import recommend", "inside models"),
     ("foxhunt_pipeline/basics/atomic.py", "from models import windows", "shell > assets"),

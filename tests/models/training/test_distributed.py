@@ -11,8 +11,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from assets.ddp_worker import load_spec, model_config_for, write_rank_error
-from assets.distributed_training import first_rank_error, launch_ddp_training, torchrun_command
+from assets.common.ddp_worker import load_spec, model_config_for, write_rank_error
+from assets.common.distributed_training import (
+    first_rank_error,
+    launch_ddp_training,
+    torchrun_command,
+)
 from models.registry import build_model
 from models.training.checkpoint import load_checkpoint
 from models.training.distributed import shard, train_forecaster_ddp

@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import markdown_table
-from assets.metadata_images import image_md
+from assets.common.metadata_images import image_md
 from models.agents.behaviour import behaviour
 from models.agents.policy import load_policy
 from models.tft.interpret import interpret

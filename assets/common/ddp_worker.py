@@ -1,6 +1,6 @@
 """The ``torchrun`` target for data-parallel forecaster training.
 
-    torchrun --standalone --nproc-per-node 2 -m assets.ddp_worker --spec spec.json
+    torchrun --standalone --nproc-per-node 2 -m assets.common.ddp_worker --spec spec.json
 
 Every rank loads the dataset, builds the same model from the registry and trains with
 ``models.training.distributed.train_forecaster_ddp``. Rank 0 alone writes the checkpoints and

@@ -43,7 +43,7 @@ RETRAIN_ON_DECAY = (
 
 
 PROJECT_PACKAGES = ("foxhunt_pipeline", "models")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _project_imports(module_name: str, source: str) -> set[str]:
