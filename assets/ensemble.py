@@ -11,18 +11,11 @@ import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, registration
 from assets.common.config_fields import sized
-from assets.evaluation import evaluation_asset
-from assets.quantization import quantized_asset
-from assets.training import (
-    GPU_POOL,
-    TRANSIENT_RETRY,
-    dataset_extra,
-    load_dataset,
-    mamba2_model,
-    new_run_dir,
-    publish_run,
-    tft_model,
-)
+from assets.common.evaluation_asset import evaluation_asset
+from assets.common.model_runs import load_dataset, new_run_dir, publish_run
+from assets.common.quantized_asset import quantized_asset
+from assets.common.training_configs import GPU_POOL, TRANSIENT_RETRY
+from assets.training import mamba2_model, tft_model
 from foxhunt_pipeline.config import deploy_profile
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
@@ -30,6 +23,7 @@ from models import families
 from models.ensemble.model import build_ensemble
 from models.ensemble.weights import fit_quantile_weights, sole_member
 from models.training.checkpoint import load_checkpoint, save_checkpoint
+from models.training.dataset_extra import dataset_extra
 from models.training.loop import (
     climatology_quantiles,
     predict_quantiles,

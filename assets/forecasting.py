@@ -32,9 +32,9 @@ from pydantic import Field
 
 from assets.common import OWNERS, code_version_of, markdown_table
 from assets.common.config_fields import library_default
+from assets.common.evaluation_config import EvaluationConfig
 from assets.common.metadata_images import image_md
 from assets.common.partitions import partition_dates, trade_dates
-from assets.evaluation import EvaluationConfig
 from assets.features import features
 from assets.leaderboard import model_leaderboard
 from foxhunt_pipeline.forecasting.daily import forecast_date

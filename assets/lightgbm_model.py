@@ -9,14 +9,9 @@ import dagster as dg
 
 from assets.common import EAGER_AFTER_CHECKS, OWNERS, code_version_of, registration
 from assets.common.config_fields import sized
+from assets.common.model_runs import load_dataset, new_run_dir, publish_run
+from assets.common.training_configs import GPU_POOL, TRANSIENT_RETRY
 from assets.features import training_dataset
-from assets.training import (
-    GPU_POOL,
-    TRANSIENT_RETRY,
-    load_dataset,
-    new_run_dir,
-    publish_run,
-)
 from foxhunt_pipeline.config.settings import current_settings
 from foxhunt_pipeline.storage import model_store
 from models import families

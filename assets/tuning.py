@@ -10,11 +10,13 @@ from pathlib import Path
 import dagster as dg
 import optuna
 
-from assets.agents import AGENT_CONFIGS, current_forecasters
 from assets.common import OWNERS, code_version_of
+from assets.common.agent_configs import AGENT_CONFIGS
 from assets.common.config_fields import sized
+from assets.common.forecasters import current_forecasters
 from assets.common.metadata_images import pngs_md
-from assets.training import FORECASTER_CONFIGS, GPU_POOL, load_dataset, train_config
+from assets.common.model_runs import load_dataset
+from assets.common.training_configs import FORECASTER_CONFIGS, GPU_POOL, train_config
 from foxhunt_pipeline.config import deploy_profile
 from models import families
 from models.agents.trading_env import EnvConfig

@@ -18,6 +18,8 @@ from typing import Any
 import dagster as dg
 
 from assets.common.ddp_worker import ERRORS_DIR, RESULT_MESSAGE_KIND
+from assets.common.model_runs import dataset_path
+from models.training.ddp_result import DDPResult
 from models.training.loop import TrainConfig
 
 WORKER_MODULE = "assets.common.ddp_worker"
@@ -108,3 +110,14 @@ def launch_ddp_training(
     if len(results) != 1:
         raise dg.Failure(f"expected one result from rank 0, got {len(results)}")
     return results[0]
+
+
+def fit_ddp(context, pipes_client, family, model_params, train_cfg, storage, run_dir, nproc, choice):
+    """Train under torchrun with ``nproc`` ranks through Dagster Pipes; rank 0's result."""
+    if pipes_client is None:
+        raise dg.Failure("nproc_per_node > 1 needs the pipes_subprocess_client resource")
+    autocast = str(choice.autocast_dtype).removeprefix("torch.") if choice.autocast_dtype else None
+    r = launch_ddp_training(context, pipes_client, family, model_params, train_cfg.to_dict(),
+                            dataset_path(storage), run_dir / "ddp", nproc,
+                            device=choice.device.type, autocast=autocast)
+    return DDPResult(r)

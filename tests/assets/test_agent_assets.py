@@ -14,8 +14,9 @@ import polars as pl
 import pytest
 
 from assets.agents import dqn_agent
+from assets.common.training_configs import TFTTrainingConfig, train_config
 from assets.quantization import dqn_quantized
-from assets.training import TFTTrainingConfig, mamba2_model, tft_model, train_config
+from assets.training import mamba2_model, tft_model
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.serving.loaded import LoadedModel
 from models.agents.saved_config import saved_agent_config

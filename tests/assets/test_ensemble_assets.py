@@ -8,13 +8,13 @@ import dagster as dg
 import polars as pl
 
 from assets.ensemble import ensemble_evaluation, ensemble_model
-from assets.evaluation import EVALUATIONS_TABLE, tft_evaluation
+from assets.evaluation import tft_evaluation
 from assets.leaderboard import model_leaderboard
 from assets.training import mamba2_model, tft_model
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from resources.mlflow_tracking import MLflowResource
 from resources.pipes import build_pipes_subprocess_client
-from resources.storage import FoxhuntStorage
+from resources.storage import EVALUATIONS_TABLE, FoxhuntStorage
 from resources.torch_device import TorchDevice
 from tests.model_data import synthetic_training_data
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from torch import nn
 
-from assets.agents import PPOTrainingConfig, agent_config
-from assets.evaluation import production_settings, training_params
-from assets.training import TFTTrainingConfig, train_config
+from assets.common.agent_configs import PPOTrainingConfig, agent_config
+from assets.common.production_settings import production_settings
+from assets.common.training_configs import TFTTrainingConfig, train_config
 from models.agents import train as agents
 from models.agents.saved_config import save_agent_config
 from models.agents.trading_env import EnvConfig
 from models.evaluation.family_candidates import production_candidate
 from models.training.checkpoint import save_checkpoint
+from resources.logged_params import training_params
 from resources.mlflow_tracking import MLflowResource
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import assets.training as training
+import assets.common.forecaster_training as training
 from models.registry import build_model, seeded_model
 from models.training.loop import TrainConfig
 

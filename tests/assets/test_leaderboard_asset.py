@@ -15,15 +15,17 @@ import numpy as np
 import pytest
 from mlflow.exceptions import MlflowException
 
-import assets.leaderboard as leaderboard_asset
-from assets.evaluation import BARS_TABLE, EVALUATIONS_TABLE, bars_frame, evaluation_rows
-from assets.leaderboard import champion_refs, model_leaderboard
+import assets.common.champions as champions
+from assets.leaderboard import model_leaderboard
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from foxhunt_pipeline.storage import object_store
 from foxhunt_pipeline.storage.warehouse import append_duckdb_table
+from models.evaluation.evaluation_table import bars_frame, evaluation_rows
+from models.evaluation.leaderboard_report import evaluation_row
 from resources.champion import DECAY_TAG, DEMOTED_TAG
+from resources.champion_registry import champion_refs
 from resources.mlflow_tracking import MLflowResource
-from resources.storage import FoxhuntStorage
+from resources.storage import BARS_TABLE, EVALUATIONS_TABLE, FoxhuntStorage
 from tests.oracle_sidecars import land_sidecars
 
 DAY = 86_400 * 10**9
@@ -147,11 +149,11 @@ def test_champion_by_the_paired_rule_and_rescored_on_a_new_protocol(
 
     def rescore(context, storage, mlflow_res, champion):
         calls.append(champion["version"])
-        return [leaderboard_asset._row(r) for r in
+        return [evaluation_row(r) for r in
                 _write(paths, champion["version"], "new", 2e-5, T0 + timedelta(days=2), seed=1)
                 .iter_rows(named=True)]
 
-    monkeypatch.setattr(leaderboard_asset, "rescore_champion", rescore)
+    monkeypatch.setattr(champions, "rescore_champion", rescore)
     v2 = _register(mlflow, tmp_path, 2)  # as good as the champion, on other luck: no churn
     _write(paths, v2, "new", edge=2e-5, at=T0 + timedelta(days=1), seed=2)
     board = _run(paths)
@@ -166,7 +168,7 @@ def test_champion_by_the_paired_rule_and_rescored_on_a_new_protocol(
     def broken(*_):
         raise FileNotFoundError("artifact gone")
 
-    monkeypatch.setattr(leaderboard_asset, "rescore_champion", broken)
+    monkeypatch.setattr(champions, "rescore_champion", broken)
     v4 = _register(mlflow, tmp_path, 4)
     _write(paths, v4, "newer", edge=2e-4, at=T0 + timedelta(days=4), seed=4)
     board = _run(paths)

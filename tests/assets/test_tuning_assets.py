@@ -9,8 +9,9 @@ import json
 import dagster as dg
 import optuna
 
+from assets.common.training_configs import TFTTrainingConfig
 from assets.common.tuned_params import with_tuned_params
-from assets.training import TFTTrainingConfig, tft_model
+from assets.training import tft_model
 from assets.tuning import tft_tuning
 from foxhunt_pipeline.config.paths import FoxhuntPaths
 from models.training.checkpoint import load_checkpoint

@@ -61,7 +61,7 @@ def test_materialize_uses_the_homes_profile(tmp_path, no_env_profile, monkeypatc
 
 
 def test_progress_note_estimates_the_time_left():
-    from assets.training import progress_note
+    from models.training.progress import progress_note
 
     assert progress_note(2, 10, 60.0) == ", 20% done, ~4m00s left"
     assert progress_note(10, 10, 60.0) == ", 100% done, ~0s left"

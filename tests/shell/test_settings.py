@@ -9,9 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.agents import DQNTrainingConfig, PPOTrainingConfig
-from assets.evaluation import EvaluationConfig
-from assets.training import Mamba2TrainingConfig, TFTTrainingConfig
+from assets.common.agent_configs import DQNTrainingConfig, PPOTrainingConfig
+from assets.common.evaluation_config import EvaluationConfig
+from assets.common.training_configs import Mamba2TrainingConfig, TFTTrainingConfig
 from foxhunt_pipeline.config import settings as settings_module
 from foxhunt_pipeline.config.profiles import ProfileError, check_profiles
 from foxhunt_pipeline.config.settings import Settings, current_settings, load_settings
