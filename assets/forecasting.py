@@ -121,8 +121,6 @@ def champion_forecasts(context: dg.AssetExecutionContext, config: ChampionForeca
         raise dg.Failure(description="; ".join(refused[:5]), allow_retries=False)
 
 
-
-
 @dg.asset(
     partitions_def=trade_dates,
     backfill_policy=dg.BackfillPolicy.single_run(),
