@@ -3,7 +3,7 @@
     nice python benchmarks/ddp_scaling.py [--rows 6000] [--steps 60] [--batch 128] [--repeats 3]
 
 Runs the same job (same global batch, same steps) through the production path
-(``torchrun`` + ``assets.common.ddp_worker``) with 1 and 2 ranks, each rank on one
+(``torchrun`` + ``assets.ddp_worker``) with 1 and 2 ranks, each rank on one
 thread, plus the in-process harness (``train_forecaster``) with 1 and 2 threads as the
 anchor. Reports each run's training seconds (inside the loop) and wall seconds (launch,
 imports, rendezvous included) and the ratios to the 1-process anchor. The runs are
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from assets.common.ddp_worker import model_config_for
 from assets.common.distributed_training import torchrun_command
 from models.registry import build_model
+from models.training.ddp_protocol import model_config_for
 from models.training.loop import TrainConfig, train_forecaster
 from tests.model_data import synthetic_training_data
 

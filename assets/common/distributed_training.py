@@ -1,7 +1,7 @@
 """Launch data-parallel training: ``torchrun`` under Dagster Pipes, one rank per device.
 
 Training assets call ``launch_ddp_training`` when their config asks for
-``nproc_per_node > 1``. Rank 0 of ``assets.common.ddp_worker`` logs each epoch and
+``nproc_per_node > 1``. Rank 0 of ``assets.ddp_worker`` logs each epoch and
 reports the result once through Pipes; this side returns that result. When any rank
 fails, the asset fails with the *first* failing rank's own error (each rank records
 its exception in ``out_dir/errors``), not with the connection errors its peers see.
@@ -17,12 +17,12 @@ from typing import Any
 
 import dagster as dg
 
-from assets.common.ddp_worker import ERRORS_DIR, RESULT_MESSAGE_KIND
 from assets.common.model_runs import dataset_path
+from models.training.ddp_protocol import ERRORS_DIR, RESULT_MESSAGE_KIND
 from models.training.ddp_result import DDPResult
 from models.training.loop import TrainConfig
 
-WORKER_MODULE = "assets.common.ddp_worker"
+WORKER_MODULE = "assets.ddp_worker"
 SPEC_NAME = "spec.json"
 
 

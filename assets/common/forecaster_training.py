@@ -11,7 +11,6 @@ from typing import Any
 import dagster as dg
 
 from assets.common import registration
-from assets.common.ddp_worker import model_config_for
 from assets.common.distributed_training import fit_ddp
 from assets.common.metadata_images import image_md
 from assets.common.model_runs import deterministic_failure, load_dataset, new_run_dir, publish_run
@@ -22,6 +21,7 @@ from models import families
 from models.registry import seeded_model
 from models.training.checkpoint import save_checkpoint
 from models.training.dataset_extra import dataset_extra
+from models.training.ddp_protocol import model_config_for
 from models.training.loop import TrainConfig, TrainingDivergedError, train_forecaster
 from models.training.loss_curve import loss_curve_png
 from models.training.progress import progress_note

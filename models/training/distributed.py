@@ -1,6 +1,6 @@
 """Data-parallel forecaster training with torch DistributedDataParallel (Dagster-free).
 
-Run one process per device under ``torchrun`` (``assets.common.ddp_worker`` is the
+Run one process per device under ``torchrun`` (``assets.ddp_worker`` is the
 target script). It is ``models.training.loop.train_forecaster`` with a ``DdpWorld``: the
 same loop (schedule, precision, resume, divergence checks), so a DDP run is the same
 optimisation as a single-process run with the same *global* batch:

@@ -11,14 +11,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from assets.common.ddp_worker import load_spec, model_config_for, write_rank_error
 from assets.common.distributed_training import (
     first_rank_error,
     launch_ddp_training,
     torchrun_command,
 )
+from assets.ddp_worker import load_spec, write_rank_error
 from models.registry import build_model
 from models.training.checkpoint import load_checkpoint
+from models.training.ddp_protocol import model_config_for
 from models.training.distributed import shard, train_forecaster_ddp
 from models.training.loop import TrainConfig, predict_quantiles, train_forecaster
 from resources.pipes import PIPES_RESOURCE_KEY, build_pipes_subprocess_client

@@ -1,6 +1,6 @@
 """The ``torchrun`` target for data-parallel forecaster training.
 
-    torchrun --standalone --nproc-per-node 2 -m assets.common.ddp_worker --spec spec.json
+    torchrun --standalone --nproc-per-node 2 -m assets.ddp_worker --spec spec.json
 
 Every rank loads the dataset, builds the same model from the registry and trains with
 ``models.training.distributed.train_forecaster_ddp``. Rank 0 alone writes the checkpoints and
@@ -33,8 +33,9 @@ import torch.distributed as dist
 from dagster_pipes import open_dagster_pipes
 
 from foxhunt_pipeline.basics.atomic import atomic_write
-from models.registry import build_model, dataset_model_config
+from models.registry import build_model
 from models.training.checkpoint import dataset_signature, save_checkpoint
+from models.training.ddp_protocol import ERRORS_DIR, RESULT_MESSAGE_KIND, model_config_for
 from models.training.distributed import (
     DistEnv,
     backend_for,
@@ -46,8 +47,6 @@ from models.training.loop import TrainConfig, TrainResult
 from models.windows import TrainingData
 
 RESULT_NAME = "result.json"
-ERRORS_DIR = "errors"
-RESULT_MESSAGE_KIND = "ddp_result"
 REQUIRED_SPEC_KEYS = ("family", "model_params", "train_params", "dataset_path", "out_dir")
 AUTOCAST_DTYPES = {"bfloat16", "float16"}
 
@@ -65,12 +64,6 @@ def load_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: autocast must be one of {sorted(AUTOCAST_DTYPES)} or null, "
                          f"got {spec['autocast']!r}")
     return spec
-
-
-def model_config_for(family: str, data, model_params: dict[str, Any]) -> dict[str, Any]:
-    """The registry config of a forecaster for ``data`` (the same dict the single-process
-    training asset builds): the dataset's fields, then ``model_params``."""
-    return {**dataset_model_config(family, data.meta), **model_params}
 
 
 def write_rank_error(out_dir: str | os.PathLike[str], rank: int, exc: BaseException) -> Path:
