@@ -1,7 +1,10 @@
-"""What the walk-forward scores: a ``Candidate`` is a name, a kind and a ``fit`` that trains
-on one fold's data and returns its predictor; the baselines every model is compared with
-(flat, buy-and-hold, momentum, climatology) are candidates like the models
-(``models.evaluation.family_candidates``)."""
+"""What every evaluation scores: a ``Candidate`` is a name, a kind and a ``fit`` that trains
+on one fold's data and returns its predictor. The naive baselines every model is compared
+with (flat, buy-and-hold, momentum, climatology) are candidates like the models
+(``models.evaluation.family_candidates``), built here once and named ``baseline:<name>``
+for both the walk-forward and the production model's own test-split report
+(``models.evaluation.evaluate``), so the two never disagree on a baseline's positions or
+name."""
 
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ import numpy as np
 from models.climatology import climatology_quantiles
 from models.evaluation.backtest import decision_rows
 from models.evaluation.baselines import (
+    buy_and_hold_positions,
     climatology_forecast,
+    flat_positions,
     momentum_positions,
 )
 from models.lightgbm import model as lightgbm_model
@@ -23,6 +28,9 @@ from models.windows import TrainingData
 #: fit(fold data) -> predict(fold data) -> quantiles [W, H, Q] (target-scaled) for a
 #: forecaster, or positions in [-1, 1] per test window (or per test row) otherwise.
 Fit = Callable[[TrainingData], Callable[[TrainingData], np.ndarray]]
+
+#: What names a naive baseline (rows with it are ``family = "baseline"`` in model_evaluations).
+BASELINE_PREFIX = "baseline:"
 
 
 @dataclass(frozen=True)
@@ -33,10 +41,11 @@ class Candidate:
 
 
 def trading_baselines(momentum_lookbacks: Sequence[int] = (1,)) -> list[Candidate]:
-    """flat, buy-and-hold and momentum: no fitting, positions from past data only."""
-    def constant(value: float) -> Fit:
+    """flat, buy-and-hold and momentum: no fitting, one position per test window (its
+    decision row) from past data only."""
+    def constant(positions: Callable[[int], np.ndarray]) -> Fit:
         def fit(_: TrainingData) -> Callable[[TrainingData], np.ndarray]:
-            return lambda d: np.full(d.splits["test"].n_windows, value)
+            return lambda d: positions(d.splits["test"].n_windows)
         return fit
 
     def momentum(lb: int) -> Fit:
@@ -47,18 +56,25 @@ def trading_baselines(momentum_lookbacks: Sequence[int] = (1,)) -> list[Candidat
             return predict
         return fit
 
-    out = [Candidate("baseline:flat", "positions", constant(0.0)),
-           Candidate("baseline:buy_and_hold", "positions", constant(1.0))]
-    out += [Candidate(f"baseline:momentum_{lb}", "positions", momentum(lb))
+    out = [Candidate(f"{BASELINE_PREFIX}flat", "positions", constant(flat_positions)),
+           Candidate(f"{BASELINE_PREFIX}buy_and_hold", "positions",
+                     constant(buy_and_hold_positions))]
+    out += [Candidate(f"{BASELINE_PREFIX}momentum_{lb}", "positions", momentum(lb))
             for lb in momentum_lookbacks]
     return out
 
 
 def climatology_candidate() -> Candidate:
+    """The train split's unconditional quantiles, the same forecast for every test window."""
     def fit(train: TrainingData) -> Callable[[TrainingData], np.ndarray]:
         clim = climatology_quantiles(train, list(train.meta["quantiles"]))
         return lambda d: climatology_forecast(clim, d.splits["test"].n_windows)
-    return Candidate("baseline:climatology", "forecaster", fit)
+    return Candidate(f"{BASELINE_PREFIX}climatology", "forecaster", fit)
+
+
+def naive_baselines(momentum_lookbacks: Sequence[int] = (1,)) -> list[Candidate]:
+    """Every naive baseline: the trading ones, then the climatology."""
+    return [*trading_baselines(momentum_lookbacks), climatology_candidate()]
 
 
 def lightgbm_candidate(config: lightgbm_model.LightGBMConfig | None = None, *,

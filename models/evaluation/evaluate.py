@@ -2,6 +2,8 @@
 
 Every model and baseline is backtested on the same *decision rows* (the last history row
 of each test window) with the same costs, under the protocol of ``models.evaluation.backtest``.
+The baselines are the walk-forward's own (``models.evaluation.candidates``: the same
+positions, forecasts and ``baseline:<name>`` names), so the two reports cannot disagree on one.
 Forecast metrics are in target-scaled units (targets / ``target_scale``, what the models
 predict); q-risk, coverage and directional accuracy are scale-free. Confidence intervals
 are circular block bootstrap percentile intervals (``models.evaluation.metrics``).
@@ -18,15 +20,9 @@ import numpy as np
 import torch
 
 from foxhunt_pipeline.basics.utc import iso_utc
-from models.climatology import climatology_quantiles
 from models.evaluation import plots
 from models.evaluation.backtest import BacktestResult, decision_rows, run_backtest
-from models.evaluation.baselines import (
-    buy_and_hold_positions,
-    climatology_forecast,
-    flat_positions,
-    momentum_positions,
-)
+from models.evaluation.candidates import climatology_candidate, trading_baselines
 from models.evaluation.metrics import (
     calibration_table,
     direction_hits,
@@ -233,19 +229,17 @@ def _position_direction(positions: np.ndarray, bars: _Bars, bootstrap: int, seed
 
 
 def _trading_baselines(
-    data: TrainingData, split: SplitArrays, bars: _Bars, momentum_lookbacks: Sequence[int],
-    bootstrap: int, seed: int,
+    data: TrainingData, bars: _Bars, momentum_lookbacks: Sequence[int], bootstrap: int, seed: int,
 ) -> tuple[dict[str, dict[str, float]], dict[str, BacktestResult]]:
-    n = bars.rows.size
-    positions = {"flat": flat_positions(n), "buy_and_hold": buy_and_hold_positions(n)}
-    for lb in momentum_lookbacks:
-        positions[f"momentum_{lb}"] = momentum_positions(split, bars.rows, lb)
+    """The walk-forward's trading baselines (one position per test window), backtested on
+    this test split's decision bars, by name."""
     metrics, results = {}, {}
-    for bname, pos in positions.items():
+    for baseline in trading_baselines(momentum_lookbacks):
+        pos = baseline.fit(data)(data)
         bt = run_backtest(pos, bars.returns, bars.cost, bars.runs, bars.bars_per_year)
-        results[bname] = bt
-        metrics[bname] = {**_trading_metrics(bt, bars, bootstrap, seed),
-                          **_position_direction(bt.positions, bars, bootstrap, seed)}
+        results[baseline.name] = bt
+        metrics[baseline.name] = {**_trading_metrics(bt, bars, bootstrap, seed),
+                                  **_position_direction(bt.positions, bars, bootstrap, seed)}
     return metrics, results
 
 
@@ -339,9 +333,10 @@ def evaluate_forecaster(
     y = np.asarray(split.targets[bars.rows], np.float64) / data.target_scale
     scoring = _ForecastScoring(y, quantiles, data.target_scale, bars, threshold_k, bootstrap, seed)
     metrics, bt = scoring.score(preds)
-    baselines, results = _trading_baselines(data, split, bars, momentum_lookbacks, bootstrap, seed)
-    clim = climatology_forecast(climatology_quantiles(data, quantiles), preds.shape[0])
-    baselines["climatology"], results["climatology"] = scoring.score(clim)
+    baselines, results = _trading_baselines(data, bars, momentum_lookbacks, bootstrap, seed)
+    climatology = climatology_candidate()
+    clim = climatology.fit(data)(data)
+    baselines[climatology.name], results[climatology.name] = scoring.score(clim)
     metrics.update(_running_cost(model, ds, device, latency_calls,
                                  model if isinstance(model, torch.nn.Module) else None,
                                  checkpoint_path, throughput_batch_sizes))
@@ -350,7 +345,7 @@ def evaluate_forecaster(
     equity, pnl = _curves(name, bt, results)
     figs = {} if not make_plots else _forecaster_plots(
         name, Path(out_dir), preds[:, 0] * data.target_scale, bars, quantiles, pnl,
-        {name: calib, "climatology": calibration_table(clim, y, quantiles)})
+        {name: calib, climatology.name: calibration_table(clim, y, quantiles)})
     period = split_period(split)
     md = (_header(name, "forecaster", data, period, bars, cost_multiplier, threshold_k)
           + comparison_markdown({name: metrics, **baselines}))
@@ -441,7 +436,7 @@ def evaluate_agent(
     bt = run_backtest(pos, bars.returns, bars.cost, bars.runs, bars.bars_per_year)
     metrics = {**_trading_metrics(bt, bars, bootstrap, seed),
                **_position_direction(bt.positions, bars, bootstrap, seed)}
-    baselines, results = _trading_baselines(data, split, bars, momentum_lookbacks, bootstrap, seed)
+    baselines, results = _trading_baselines(data, bars, momentum_lookbacks, bootstrap, seed)
     metrics.update(_running_cost(act_fn, ds, device, latency_calls, model, checkpoint_path,
                                  throughput_batch_sizes))
     equity, pnl = _curves(name, bt, results)

@@ -43,7 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from models.evaluation.backtest import decision_rows, run_backtest
-from models.evaluation.candidates import Candidate, climatology_candidate, trading_baselines
+from models.evaluation.candidates import BASELINE_PREFIX, Candidate, naive_baselines
 from models.evaluation.metrics import (
     forecast_metrics,
     quantile_index,
@@ -256,12 +256,9 @@ class WalkForwardResult:
     candidates: dict[str, CandidateResult]
 
 
-BASELINE_PREFIX = "baseline:"
-
-
 def default_references() -> list[Candidate]:
     """The baselines that cost nothing to fit: flat, buy-and-hold, momentum, climatology."""
-    return [*trading_baselines((1,)), climatology_candidate()]
+    return naive_baselines((1,))
 
 
 def equal_baseline(bars: ScoredBars, baselines: Mapping[str, ScoredBars]) -> str | None:

@@ -72,6 +72,6 @@ def test_the_tft_beats_climatology_on_learnable_data(tmp_path):
     model = _train_tft(data, epochs=8)
     report = evaluate_forecaster("tft", model, data, out_dir=tmp_path / "eval", latency_calls=0,
                                  bootstrap=100, make_plots=False)
-    ours, clim = report.metrics, report.baselines["climatology"]
+    ours, clim = report.metrics, report.baselines["baseline:climatology"]
     assert ours["q_risk_p90"] < clim["q_risk_p90"], (ours["q_risk_p90"], clim["q_risk_p90"])
     assert ours["pinball_mean"] < clim["pinball_mean"], (ours["pinball_mean"], clim["pinball_mean"])

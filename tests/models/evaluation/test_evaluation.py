@@ -62,7 +62,7 @@ def test_guard_detects_a_real_signal(learnable, tmp_path):
     m = rep.metrics
     assert m["directional_accuracy_ci_low"] > 0.5
     assert m["sharpe_ci_low"] > 0.0
-    assert m["q_risk_p50"] < rep.baselines["climatology"]["q_risk_p50"]
+    assert m["q_risk_p50"] < rep.baselines["baseline:climatology"]["q_risk_p50"]
 
 
 def test_guard_catches_positions_that_see_their_own_return(noise, tmp_path):
@@ -88,12 +88,13 @@ def test_forecaster_report_is_complete(learnable, tmp_path):
                 "throughput_b256_per_s", "peak_memory_mb", "n_parameters", "checkpoint_mb"):
         assert key in rep.metrics, key
     assert rep.metrics["n_parameters"] == 1.0
-    assert set(rep.baselines) == {"flat", "buy_and_hold", "momentum_1", "climatology"}
-    assert rep.baselines["flat"]["total_log_return"] == 0.0
+    assert set(rep.baselines) == {"baseline:flat", "baseline:buy_and_hold", "baseline:momentum_1",
+                                  "baseline:climatology"}
+    assert rep.baselines["baseline:flat"]["total_log_return"] == 0.0
     n_segments = len(np.unique(learnable.splits["test"].segment))
-    assert rep.baselines["buy_and_hold"]["n_trades"] == n_segments
+    assert rep.baselines["baseline:buy_and_hold"]["n_trades"] == n_segments
     assert rep.metrics["n_bars"] == learnable.splits["test"].n_windows
-    for name in ("tft", "flat", "buy_and_hold", "momentum_1", "climatology"):
+    for name in ("tft", *rep.baselines):
         assert f"| {name} |" in rep.markdown
     assert rep.period["test_start"].startswith("2024-") and rep.period["test_start"] in rep.markdown
     assert set(rep.plots) == {"fan_chart", "equity", "calibration"}
