@@ -39,9 +39,8 @@ from foxhunt_pipeline.config.profiles import PROFILES
 from models import families as registry
 from models.evaluation.candidates import (
     Candidate,
-    climatology_candidate,
     lightgbm_candidate,
-    trading_baselines,
+    naive_baselines,
 )
 from models.evaluation.family_candidates import (
     agent_candidate,
@@ -131,7 +130,7 @@ def family_candidates(families: list[str], pool: RowPool, profile: str, cache: P
 
 def run(pool: RowPool, families: list[str], profile: str, cache: Path,
         seconds: dict[str, float]):
-    baselines = [*trading_baselines((1,)), climatology_candidate()]
+    baselines = naive_baselines((1,))
     wf = PROFILES[profile]["walk_forward"]
     bootstrap = int(PROFILES[profile].get("evaluation", {}).get("bootstrap", 1000))
     candidates = [timed(c, seconds)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from models import families
 from models.ensemble.weights import sole_member
-from models.evaluation.candidates import climatology_candidate, trading_baselines
+from models.evaluation.candidates import naive_baselines
 from models.training.checkpoint import read_checkpoint_meta
 
 
@@ -28,7 +28,7 @@ def composition_equals(family: str, checkpoint: Path) -> str | None:
 def baseline_candidates() -> list:
     """The naive baselines every model is scored beside and must beat: flat, buy-and-hold,
     momentum and the climatology (LightGBM is a family of its own)."""
-    return [*trading_baselines((1,)), climatology_candidate()]
+    return naive_baselines((1,))
 
 
 def n_compared() -> int:

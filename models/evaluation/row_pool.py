@@ -23,14 +23,12 @@ import math
 import mmap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from models.evaluation.folds import Fold, WalkForwardConfig, WalkForwardError
 from models.windows import SPLITS, SplitArrays, TrainingData, valid_window_starts
-
-if TYPE_CHECKING:
-    from models.evaluation.walk_forward import Fold, WalkForwardConfig
 
 #: rows converted to float64 at a time (~130 MB for 261 features)
 CHUNK_ROWS = 65_536
@@ -142,10 +140,6 @@ def normalised(values: PooledObserved, idx: np.ndarray, mean: np.ndarray, std: n
             x = np.clip(x, -clip, clip)
         out[lo:lo + rows.shape[0]] = x.astype(np.float32)
     return out
-
-
-class WalkForwardError(ValueError):
-    """The data cannot make the requested folds, or a fold failed: names the fold."""
 
 
 @dataclass

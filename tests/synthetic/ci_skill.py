@@ -30,9 +30,8 @@ from pathlib import Path
 from models.agents.train import DQNConfig, PPOConfig, train_dqn, train_ppo
 from models.evaluation.candidates import (
     Candidate,
-    climatology_candidate,
     lightgbm_candidate,
-    trading_baselines,
+    naive_baselines,
 )
 from models.evaluation.family_candidates import (
     agent_candidate,
@@ -86,7 +85,7 @@ def run(workdir: Path, random_walk: bool) -> WalkForwardResult:
     pool = generated_pool(workdir, days=20, roots=("ES", "ZN"), seed=SEED,
                           random_walk=random_walk, groups=GROUPS)
     candidates = [*family_candidates(pool, workdir / "fold_models"),
-                  *trading_baselines((1,)), climatology_candidate(),
+                  *naive_baselines((1,)),
                   lightgbm_candidate(LightGBMConfig(fit_quantiles=(0.5,), num_boost_round=60))]
     # n_compared defaults to the candidates: all baselines + the five families
     return walk_forward(pool, candidates, FOLDS, bootstrap=300)
