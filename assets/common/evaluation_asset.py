@@ -23,6 +23,7 @@ def evaluation_asset(family: str, upstream: str, after: tuple[str, ...] = ()):
         owners=OWNERS,
         code_version=code_version_of("models.evaluation.evaluate", "models.evaluation.backtest",
                                      "models.evaluation.metrics", "models.evaluation.walk_forward",
+                                     "models.evaluation.folds", "models.evaluation.row_pool",
                                      "models.evaluation.candidates", "models.evaluation.skill",
                                      "models.evaluation.family_candidates"),
         automation_condition=EAGER_AFTER_CHECKS,
