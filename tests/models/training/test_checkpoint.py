@@ -112,7 +112,9 @@ def _process_save(args):
 
 def test_ten_concurrent_process_saves_leave_no_temp_files(tmp_path):
     target = tmp_path / "shared.safetensors"
-    with mp.get_context("fork").Pool(4) as pool:
+    # spawn, not fork: a fork of this multi-threaded process (xdist's channel, tqdm's
+    # monitor, torch's pool) once left a worker blocked for 40 minutes on a lock it inherited
+    with mp.get_context("spawn").Pool(4) as pool:
         done = pool.map(_process_save, [(str(target), s) for s in range(10)])
     assert sorted(done) == list(range(10))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.json", "shared.safetensors"]
