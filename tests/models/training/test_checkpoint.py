@@ -103,6 +103,10 @@ def test_ten_concurrent_thread_saves_leave_no_temp_files(tmp_path):
         assert torch.equal(a, b), name
 
 
+#: far above the few seconds ten saves take; only a lost worker reaches it
+POOL_TIMEOUT_S = 300
+
+
 def _process_save(args):
     path, seed = args
     torch.set_num_threads(1)
@@ -112,10 +116,11 @@ def _process_save(args):
 
 def test_ten_concurrent_process_saves_leave_no_temp_files(tmp_path):
     target = tmp_path / "shared.safetensors"
-    # spawn, not fork: a fork of this multi-threaded process (xdist's channel, tqdm's
-    # monitor, torch's pool) once left a worker blocked for 40 minutes on a lock it inherited
-    with mp.get_context("spawn").Pool(4) as pool:
-        done = pool.map(_process_save, [(str(target), s) for s in range(10)])
+    # a bounded wait: in two full-suite runs a pool worker vanished mid-task and map() waited
+    # 40 minutes for its result (never alone); a lost worker fails here instead of hanging CI
+    with mp.get_context("fork").Pool(4) as pool:
+        done = pool.map_async(_process_save, [(str(target), s) for s in range(10)]).get(
+            timeout=POOL_TIMEOUT_S)
     assert sorted(done) == list(range(10))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.json", "shared.safetensors"]
     assert read_checkpoint_meta(target)["writer"] in range(10)
