@@ -166,3 +166,31 @@ def test_the_overall_champion_is_always_its_familys_champion():
     assert not ds["lightgbm"].promote  # v1 holds in its family
     assert ds["overall"].promote and ds["overall"].winner["version"] == "1"
     assert ds["overall"].winner["model"] == "foxhunt-lightgbm"
+
+
+def test_block_length_runs_arch_on_one_blas_thread_and_gives_archs_length(monkeypatch):
+    """arch's block-length estimate is ~3 sqrt(n) small dot products per column; split over
+    OpenBLAS's threads each cost ~100x the product (a year's leaderboard spent most of its
+    time there), so it runs on one thread, and still returns arch's own length."""
+    from threadpoolctl import threadpool_info
+
+    import models.evaluation.paired as paired
+
+    seen: list[int] = []
+    real = paired.optimal_block_length
+
+    def spy(col):
+        seen.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return real(col)
+
+    monkeypatch.setattr(paired, "optimal_block_length", spy)
+    rng = np.random.default_rng(3)
+    e = rng.standard_normal((3000, 2))
+    x = e.copy()
+    for i in range(1, len(x)):
+        x[i] = 0.4 * x[i - 1] + e[i]
+    got = paired.block_length(x * 1e-4)
+    assert seen and set(seen) == {1}
+    expected = max(float(real(x[:, j] * 1e-4)["stationary"].iloc[0]) for j in range(2))
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert 1.0 < got < len(x) / 4
