@@ -131,9 +131,10 @@ class FoxhuntStorage(dg.ConfigurableResource):
         local or on a store alike."""
         object_store.write_table_part(self.warehouse_root, table, part_name, rows)
 
-    def read_parts(self, table: str) -> pl.DataFrame:
-        """Every part of a part-per-writer table (empty when none was written)."""
-        return object_store.read_table_parts(self.warehouse_root, table)
+    def read_parts(self, table: str, columns: list[str] | None = None) -> pl.DataFrame:
+        """Every part of a part-per-writer table (empty when none was written); only
+        ``columns`` when given."""
+        return object_store.read_table_parts(self.warehouse_root, table, columns)
 
     def evaluations_location(self, table: str) -> str:
         root = self.warehouse_root

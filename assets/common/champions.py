@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
+import polars as pl
 from mlflow.artifacts import download_artifacts
 
 from assets.common.evaluation_config import EvaluationConfig
@@ -72,16 +74,19 @@ def rescore_champion(context: dg.AssetExecutionContext, storage: FoxhuntStorage,
 def protocol_bars(storage: FoxhuntStorage, protocol: str) -> tuple[dict[str, Bars], float]:
     """Every candidate's stored test bars on ``protocol`` by ``candidate_key`` (a version
     scored twice keeps one copy of each bar), and the bars per year they annualise with."""
-    frame = storage.read_parts(f"{BARS_TABLE}/{protocol}")
+    # only the columns used, the repeated strings as categories: a year's 13 scored versions
+    # are 3M rows, and their strings once each per row doubled the leaderboard's memory
+    labels = ["model", "version", "root"]
+    frame = storage.read_parts(f"{BARS_TABLE}/{protocol}", [*labels, "ts_event", "pnl", "bars_per_year"])
     if frame.is_empty():
         return {}, float("nan")
-    frame = frame.unique(["model", "version", "root", "ts_event"], keep="last",
-                         maintain_order=True)
+    frame = (frame.with_columns(pl.col(c).cast(pl.Categorical) for c in labels)
+             .unique(["model", "version", "root", "ts_event"], keep="last", maintain_order=True))
     out = {}
     for (model, version), part in frame.group_by(["model", "version"], maintain_order=True):
         key = candidate_key({"model": model, "version": version})
-        out[key] = Bars(part["root"].to_numpy(), part["ts_event"].dt.epoch("ns").to_numpy(),
-                        part["pnl"].to_numpy())
+        root = np.asarray(part["root"].cast(pl.String).to_list(), dtype=str)
+        out[key] = Bars(root, part["ts_event"].dt.epoch("ns").to_numpy(), part["pnl"].to_numpy())
     return out, float(frame["bars_per_year"][0])
 
 

@@ -182,11 +182,14 @@ def write_table_part(root: UPath, table: str, name: str, data: pl.DataFrame) -> 
     return write_parquet(data, root / table / f"{name}.parquet")
 
 
-def read_table_parts(root: UPath, table: str) -> pl.DataFrame:
-    """Every part of an append-only table, columns unioned (empty when there are none)."""
+def read_table_parts(root: UPath, table: str, columns: list[str] | None = None) -> pl.DataFrame:
+    """Every part of an append-only table, columns unioned (empty when there are none);
+    only ``columns`` (those a part has) when given, so the others are never all in memory."""
     base = root / table
     parts = sorted(base.glob("*.parquet"), key=str) if base.is_dir() else []
     frames = [read_parquet(p) for p in parts]
+    if columns is not None:
+        frames = [f.select([c for c in columns if c in f.columns]) for f in frames]
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 

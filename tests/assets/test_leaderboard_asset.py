@@ -211,3 +211,22 @@ def test_a_decayed_champion_the_retraining_does_not_replace_is_demoted(foxhunt_h
     assert _alias(client) == v2 and f"**Overall champion: foxhunt-tft v{v2}**" in board
     board = _run(paths, resamples=200)  # settled: v2 stays, nothing is demoted again
     assert _alias(client) == v2 and "**demoted**" not in board
+
+
+def test_protocol_bars_keep_the_last_copy_of_a_rescored_version_with_compact_roots(foxhunt_home):
+    """A version scored twice on a protocol keeps one copy of each bar (the last written);
+    roots come back as a fixed-width string array, not one Python object per bar (a year's
+    3M stored bars held as objects doubled the leaderboard's peak memory)."""
+    paths = FoxhuntPaths.from_env().ensure()
+    at = T0
+    _write(paths, "1", "p1", 2e-5, at, seed=1)
+    _write(paths, "1", "p1", 2e-5, at, seed=2)  # the same version re-scored: a new part
+    _write(paths, "2", "p1", 1e-5, at, seed=3)
+    bars, per_year = champions.protocol_bars(FoxhuntStorage(home=str(paths.home)), "p1")
+    assert per_year == 80_000.0
+    assert {"foxhunt-tft v1", "foxhunt-tft v2", *NAIVE} <= set(bars)
+    again = _bars(2e-5, 2)
+    v1 = bars["foxhunt-tft v1"]
+    assert v1.pnl.shape == (N,) and np.array_equal(v1.pnl, again.pnl)
+    assert v1.root.dtype.kind == "U" and set(v1.root) == {"ES"}
+    assert np.array_equal(v1.ts, again.ts)

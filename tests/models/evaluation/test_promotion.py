@@ -194,3 +194,34 @@ def test_block_length_runs_arch_on_one_blas_thread_and_gives_archs_length(monkey
     expected = max(float(real(x[:, j] * 1e-4)["stationary"].iloc[0]) for j in range(2))
     assert got == pytest.approx(expected, rel=1e-12)
     assert 1.0 < got < len(x) / 4
+
+
+def test_the_mcs_keeps_no_resample_indices_and_decides_as_arch_does(monkeypatch):
+    """arch's MCS keeps every resample's indices "for testing" (resamples x bars integers:
+    1.9 GB for a year's pooled bars); ours keeps none, and its set and p-values are those of
+    arch's MCS left as it is, on the same losses and random stream."""
+    from arch.bootstrap import MCS
+
+    import models.evaluation.paired as paired
+
+    made: list[MCS] = []
+
+    class Spy(MCS):
+        def compute(self) -> None:
+            made.append(self)
+            super().compute()
+
+    monkeypatch.setattr(paired, "MCS", Spy)
+    models = {**market(5), "a": skilled(6, 3e-5), "b": skilled(7, 0.0), "c": skilled(8, 1e-5)}
+    names = tuple(models)
+    x = np.column_stack([models[n] for n in names])
+
+    def run():
+        return paired._mcs(x, names, 20.0, 200, np.random.default_rng(4), 0.10)
+
+    ours = run()
+    monkeypatch.setattr(paired, "_NotKept", list)  # arch as it is: every resample kept
+    theirs = run()
+    assert len(made) == 2
+    assert len(made[0]._bootstrap_indices) == 0 and len(made[1]._bootstrap_indices) == 200
+    assert ours == theirs and 1 <= len(ours[0]) < len(names)
