@@ -187,9 +187,12 @@ def read_table_parts(root: UPath, table: str, columns: list[str] | None = None) 
     only ``columns`` (those a part has) when given, so the others are never all in memory."""
     base = root / table
     parts = sorted(base.glob("*.parquet"), key=str) if base.is_dir() else []
-    frames = [read_parquet(p) for p in parts]
-    if columns is not None:
-        frames = [f.select([c for c in columns if c in f.columns]) for f in frames]
+
+    def read(part: UPath) -> pl.DataFrame:
+        frame = read_parquet(part)
+        return frame if columns is None else frame.select([c for c in columns if c in frame.columns])
+
+    frames = [read(p) for p in parts]
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
