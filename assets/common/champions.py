@@ -81,7 +81,7 @@ def protocol_bars(storage: FoxhuntStorage, protocol: str) -> tuple[dict[str, Bar
     if frame.is_empty():
         return {}, float("nan")
     frame = (frame.with_columns(pl.col(c).cast(pl.Categorical) for c in labels)
-             .unique(["model", "version", "root", "ts_event"], keep="last", maintain_order=True))
+             .unique([*labels, "ts_event"], keep="last", maintain_order=True))
     out = {}
     for (model, version), part in frame.group_by(["model", "version"], maintain_order=True):
         key = candidate_key({"model": model, "version": version})

@@ -103,7 +103,7 @@ def block_length(pnl: np.ndarray) -> float:
     most n / 4.
 
     One BLAS thread: arch's estimate is ~3 sqrt(n) dot products of n bars per column, and
-    OpenBLAS splitting each small product over its threads cost ~100x the product itself
+    OpenBLAS splitting each small product over its threads cost ~150x the product itself
     (236k bars on 2 busy cores: 11.4 s a column, 0.08 s on one thread)."""
     n = pnl.shape[0]
     lengths = []
