@@ -28,7 +28,8 @@ class QuantizationConfig(dg.Config):
     """A variant is accepted within ``max_rel_loss_increase`` of fp32's pinball loss
     (forecasters) or with at least ``min_action_agreement`` of fp32's actions (agents)."""
 
-    precisions: list[str] = ["fp32", "int8", "fp16", "bf16"]
+    precisions: list[str] = sized("quantization", "precisions", ["fp32", "int8", "fp16", "bf16"],
+                                  "The variants made, scored and exported.")
     max_rel_loss_increase: float = 0.05
     min_action_agreement: float = 0.95
     max_windows: int = 1024

@@ -25,7 +25,7 @@ from foxhunt_pipeline.cli.mlflow_ui import start_mlflow_ui
 from foxhunt_pipeline.cli.quiet import route_library_output
 from foxhunt_pipeline.config import home_profile
 from foxhunt_pipeline.config.paths import FoxhuntPaths
-from foxhunt_pipeline.config.profiles import PROFILE_ENV
+from foxhunt_pipeline.config.profiles import DEMO_DAYS, PROFILE_ENV
 from foxhunt_pipeline.config.settings import load_settings
 
 
@@ -193,7 +193,7 @@ def tune(family, trials, timeout_s, study, profile, home) -> None:
 
 
 @main.command()
-@click.option("--days", type=click.IntRange(2, 365), default=None, help="Days of generated data (default 12, --fast 8).")
+@click.option("--days", type=click.IntRange(2, 365), default=None, help="Days of generated data (default 16, --fast 8).")
 @click.option("--fast", is_flag=True, help="Smallest settings: a few minutes on 2 CPU cores.")
 @click.option("--seed", type=int, default=7, show_default=True)
 @home_option
@@ -205,7 +205,7 @@ def demo(days, fast, seed, home) -> None:
     home_profile.store_profile(paths.home, "fast" if fast else "demo")  # what `foxhunt ui` keeps using here
     # --fast: 8 UTC days hold ~6 trade dates, enough for the train / validation / test split
     # and the fast profile's 2 walk-forward folds (5 days held 4 and failed the split)
-    ok = run_demo(paths, days=days or (8 if fast else 12), fast=fast, seed=seed, echo=click.echo)
+    ok = run_demo(paths, days=days or (8 if fast else DEMO_DAYS), fast=fast, seed=seed, echo=click.echo)
     sys.exit(0 if ok else 1)
 
 
