@@ -5,7 +5,7 @@ continuous -> features), once plain and once with ``break_at`` = the first of th
 ``--live-days`` full trade dates (the generator's predictable components off from there; the
 files before it are byte for byte the plain run's). The champion is ``foxhunt-lightgbm``
 trained at the demo profile's sizes on the dates before the break (the same for both
-histories), judged by the walk-forward protocol of the demo profile (3 folds x 2 test
+histories), judged by the walk-forward protocol of the demo profile (its folds x test
 dates) on them: its pooled test bars are the backtest. It then goes live on the last dates:
 each is forecast as ``champion_forecasts`` does (``forecast_date``), the ``realised`` view
 gives the live P&L, and the checks of ``live_performance`` and ``champion_forecasts`` run

@@ -11,8 +11,8 @@ import difflib
 from typing import Any
 
 PROFILE_ENV = "FOXHUNT_PROFILE"
-#: calendar days `foxhunt demo` generates: enough trade dates (~11) for the demo profile's
-#: 2 folds x 3 test dates to train its first fold on 4
+#: calendar days `foxhunt demo` generates: enough trade dates (~12) for the demo profile's
+#: 2 folds x 3 test dates to train its first fold on 5
 DEMO_DAYS = 16
 
 PROFILES: dict[str, dict[str, dict[str, Any]]] = {
@@ -49,7 +49,7 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         # its most recent rows; all of the demo's
         "evaluation": {"latency_calls": 200, "bootstrap": 500, "report_rows": 12_000},
         # walk-forward: 2 folds x 3 test trade dates; `foxhunt demo` generates 16 calendar
-        # days (~11 trade dates), so its first fold trains on 4. Measured on seed 7 (issue 37):
+        # days (~12 trade dates), so its first fold trains on 5. Measured on seed 7 (issue 37):
         # 3 folds x 2 on 12 days cost 877 s; 2 x 3 on 12 days trained the first fold on 2
         # dates and promoted nothing; 2 x 2 tested 4 dates (10k bars): CIs too wide to promote
         # (ensemble +41.5 [-6.45, +101] against buy-and-hold)

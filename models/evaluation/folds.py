@@ -26,7 +26,7 @@ class WalkForwardConfig:
     embargo_bars: int | None = None  # None: lookback + horizon (the minimum allowed)
     #: share of the trade dates tested when that is more than folds x test_days (rounded
     #: down per fold, so a short history keeps the profile's test days); 0: never more.
-    #: 0.35: 250 calendar days of CME data (~179 trade dates) test 60 dates in 3 folds
+    #: 0.35: 250 calendar days of CME data (~179 trade dates) test 62 dates in 2 folds (60 in 3)
     test_fraction: float = 0.35
     max_test_days: int = 252  # a trading year: the cap on all folds' test dates together
 
