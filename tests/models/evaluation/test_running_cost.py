@@ -110,7 +110,9 @@ def test_peak_memory_without_a_resettable_high_water_mark(monkeypatch, kernel):
 
     def hungry(x):
         buf = np.ones(64 * 2**20 // 8)
-        time.sleep(0.01)  # long enough for the sampler to see it, as any real model call is
+        # held long enough for the 0.5 ms sampler to see it even on a loaded machine: at
+        # 10 ms, the full suite's other worker starved the sampler of all 4 calls
+        time.sleep(0.1)
         return buf.sum()
 
     big = measure_running_cost(hungry, lambda b: b, calls=3, warmup=1, throughput_batch_sizes=())
