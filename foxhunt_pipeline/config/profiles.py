@@ -28,7 +28,7 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         # ensemble) forecast with a lower pinball but doubled the TFT's share of the demo
         # (tft_model + tft_evaluation were 47% of it)
         # val_windows: epochs validate on a fixed sample of that many windows, so a year costs
-        # an epoch what the demo does (4096 of its ~7k; 8192 cost ~2.5 s more per TFT epoch;
+        # an epoch what the demo does (8192 cost ~2.5 s more per production TFT epoch there;
         # a fold's one validation date holds fewer, all scored)
         "tft_model": {"epochs": 8, "max_batches_per_epoch": 60, "hidden": 32, "batch_size": 64,
                       "learning_rate": 2e-3, "weight_decay": 0.05, "members": 1,
@@ -38,10 +38,11 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         # the ensemble's weights are fitted on the same fixed sample of validation windows
         "ensemble_model": {"val_windows": 8192},
         # the agents observe the forecasters' quantiles (a ~100-value state), not the window;
-        # DQN fine-tunes what it imitated for 12k steps (20k cost ~10 s more per training)
+        # DQN fine-tunes what it imitated for 12k steps (20k cost ~8 s more per training)
         # train_rows / val_rows: the most recent rows the agents learn and validate on (their
-        # state is computed for those only): all of the demo's and of every fold of a 20-day walk-forward (at most 11 train dates, ~30.4k
-        # rows; 1 validation date, ~2.8k), so a year costs about what 20 days do (issue 41)
+        # state is computed for those only): all of the demo's and of every fold of a 20-day
+        # walk-forward (at most 11 train dates, ~30.4k rows; 1 validation date, ~2.8k), so a
+        # year costs about what 20 days do (issue 41)
         "dqn_agent": {"total_timesteps": 12_000, "train_rows": 36_000, "val_rows": 8_000},
         # 20 rollouts of 2 envs x 512 steps
         "ppo_agent": {"total_timesteps": 20_480, "train_rows": 36_000, "val_rows": 8_000},
