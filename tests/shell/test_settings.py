@@ -11,6 +11,7 @@ import pytest
 
 from assets.common.agent_configs import DQNTrainingConfig, PPOTrainingConfig
 from assets.common.evaluation_config import EvaluationConfig
+from assets.common.quantized_asset import QuantizationConfig
 from assets.common.training_configs import Mamba2TrainingConfig, TFTTrainingConfig
 from foxhunt_pipeline.config import settings as settings_module
 from foxhunt_pipeline.config.profiles import ProfileError, check_profiles
@@ -124,8 +125,6 @@ def test_the_code_location_does_not_start_with_a_misspelt_profile_key(tmp_path):
 
 def test_cpu_profiles_make_no_half_precision_variants(restore_settings):
     # fp16 / bf16 ran 1.3-3.6x slower than fp32 on the demo's CPU: never recommended there
-    from assets.common.quantized_asset import QuantizationConfig
-
     for profile in ("demo", "fast"):
         load_settings(profile=profile)
         assert QuantizationConfig().precisions == ["fp32", "int8"]
