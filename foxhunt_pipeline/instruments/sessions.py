@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 import numpy as np
@@ -118,28 +118,21 @@ def gaps(root: str, dates: list[date] | np.ndarray, at_least: int = 1) -> list[G
             for i in np.flatnonzero(missing >= at_least)]
 
 
+def _epoch_ns(t: datetime) -> int:
+    """Nanoseconds since the epoch of an instant (a naive one is UTC)."""
+    aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    return (aware - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+
+
 def open_minutes(root: str, start: datetime, end: datetime) -> float:
     """Minutes the root's exchange was open (per its calendar's sessions, breaks taken out)
-    between two UTC instants: how long a file's last record may precede its header's end."""
+    between two UTC instants: how long a file's last record may precede its header's end.
+    The calendar's intervals are evaluated once per year span (:func:`open_ns_between`), not
+    per call: ingest asks once per file."""
     if end <= start:
         return 0.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        sched = exchange_calendar(calendar_name(root)).schedule(
-            (start - timedelta(days=2)).date().isoformat(), (end + timedelta(days=2)).date().isoformat())
-    lo, hi = np.datetime64(start.replace(tzinfo=None), "ns"), np.datetime64(end.replace(tzinfo=None), "ns")
-
-    def utc(col: str) -> np.ndarray:
-        return sched[col].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy("datetime64[ns]")
-
-    opens, closes = utc("market_open"), utc("market_close")
-    total = np.clip(np.minimum(closes, hi) - np.maximum(opens, lo), np.timedelta64(0, "ns"), None)
-    if "break_start" in sched.columns:
-        b0, b1 = utc("break_start"), utc("break_end")
-        ok = ~(np.isnat(b0) | np.isnat(b1))
-        brk = np.clip(np.minimum(b1, hi) - np.maximum(b0, lo), np.timedelta64(0, "ns"), None)
-        total = total - np.where(ok, brk, np.timedelta64(0, "ns"))
-    return float(total.astype("timedelta64[s]").astype(np.int64).sum()) / 60.0
+    ns = [np.asarray([_epoch_ns(t)]) for t in (start, end)]
+    return float(open_ns_between(root, *ns)[0]) / MINUTE_NS
 
 
 def quiet_limit(root: str) -> int:

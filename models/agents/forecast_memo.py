@@ -10,9 +10,11 @@ config and every weight, the rows' inputs and segments, the window sizes, the ba
 the device; a model whose weights cannot be hashed (quantized packed params) is not kept.
 
 Within ``on_disk(directory)`` the forecasts are also kept as ``<key>.npy`` files there, so
-separate processes share them: ``dqn_evaluation`` and ``ppo_evaluation`` observe the same fold
-forecasters on the same fold rows, and each agent asset the same production forecasters
-(issue 41: that state was most of an agent evaluation). A file is written atomically and only
+separate processes share them: a forecaster's walk-forward forecasts every test row of each
+fold (``models.evaluation.family_candidates``), and the ensemble's walk-forward and the
+agents' (whose state is those forecasts) read them instead of running the same fold models
+on the same rows again; each agent asset observes the same production forecasters (issue 41:
+that state was most of an agent evaluation). A file is written atomically and only
 ever read by its content hash, so a reader never sees a partial or stale entry.
 """
 
@@ -61,13 +63,10 @@ def on_disk(directory: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def forecast_key(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,
-                 batch_size: int, *, windows: bool = False) -> bytes | None:
+                 batch_size: int) -> bytes | None:
     """The hash of what ``forecasts(model, part, ...)`` depends on, or None if a weight is
-    not a plain tensor. ``windows``: of the forecasts of ``part``'s windows instead (one per
-    window start, what the forecasters' walk-forward scores), a separate entry."""
+    not a plain tensor."""
     h = hashlib.blake2b(digest_size=20)
-    if windows:
-        h.update(b"windows")
     config = getattr(model, "config", None)
     described = config.to_dict() if hasattr(config, "to_dict") else repr(config)
     device = next(model.parameters()).device
@@ -80,8 +79,7 @@ def forecast_key(model: nn.Module, part: SplitArrays, lookback: int, horizon: in
             h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy())
     except (AttributeError, RuntimeError, TypeError):
         return None
-    arrays = [part.static, part.observed, part.known, part.segment]
-    for array in (*arrays, *([part.window_starts] if windows else [])):
+    for array in (part.static, part.observed, part.known, part.segment):
         array = np.ascontiguousarray(array)
         h.update(str((array.dtype, array.shape)).encode())
         h.update(array)

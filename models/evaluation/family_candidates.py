@@ -21,13 +21,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.agents import forecast_memo
 from models.agents import train as agents
+from models.agents.state import forecasts as row_forecasts
 from models.agents.state import saved_forecasters
 from models.agents.trading_env import evaluate_positions
 from models.ensemble.weights import combine_quantiles, fit_quantile_weights
 from models.evaluation.candidates import Candidate, lightgbm_candidate
-from models.evaluation.evaluate import predict_windows
 from models.families import Family, family
 from models.lightgbm.model import LightGBMConfig
 from models.registry import build_model, get_model_class
@@ -80,10 +79,6 @@ def _plain(config: Any) -> Any:
 
 FoldForecaster = Callable[[TrainingData], nn.Module]
 
-#: windows per forward pass when a fold model forecasts its test windows
-#: (``predict_windows``'s default, so results are those of before the cache)
-PREDICT_BATCH = 256
-
 
 def fold_forecaster(model_type: str, model_config: Mapping[str, Any], train_config: Any, *,
                     device: str = "cpu", cache_dir: Path | None = None) -> FoldForecaster:
@@ -121,14 +116,12 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
         model = trained(train).to(device).eval()
 
         def predict(d: TrainingData) -> np.ndarray:
-            # the same fold model on the same windows: the ensemble's walk-forward scores its
-            # members' test windows again (the forecasters' evaluations kept them on disk)
-            return forecast_memo.memoized(
-                forecast_memo.forecast_key(model, d.splits["test"], d.lookback, d.horizon,
-                                           PREDICT_BATCH, windows=True),
-                lambda: predict_windows(name, model, d.window_dataset("test"), device=device,
-                                        batch_size=PREDICT_BATCH,
-                                        expect_shape=(d.horizon, len(d.meta["quantiles"]))))
+            # the fold model's forecast at every test row, as the agents observe it: the
+            # agents' walk-forward state and the ensemble's members then read these same
+            # forecasts (forecast_memo keeps them on disk) instead of computing them again
+            part = d.splits["test"]
+            per_row = row_forecasts(model, part, d.lookback, d.horizon)
+            return per_row[np.asarray(part.window_starts, np.int64) + d.lookback - 1]
         return predict
     return Candidate(name, "forecaster", fit)
 

@@ -47,6 +47,35 @@ def test_open_minutes_count_the_sessions_only():
     assert 14 < hours < 15.5
 
 
+def _schedule_minutes(calendar: str, start: datetime, end: datetime) -> float:
+    """The calendar's open minutes between two instants, straight from its schedule."""
+    import pandas as pd
+    import pandas_market_calendars as mcal
+
+    sched = mcal.get_calendar(calendar).schedule(start.date() - pd.Timedelta(days=3),
+                                                 end.date() + pd.Timedelta(days=3))
+    lo, hi = pd.Timestamp(start), pd.Timestamp(end)
+    total = pd.Timedelta(0)
+    for row in sched.itertuples():
+        total += max(min(row.market_close, hi) - max(row.market_open, lo), pd.Timedelta(0))
+        if "break_start" in sched.columns and pd.notna(row.break_start):
+            total -= max(min(row.break_end, hi) - max(row.break_start, lo), pd.Timedelta(0))
+    return total / pd.Timedelta(minutes=1)
+
+
+def test_open_minutes_are_the_schedules_for_any_interval():
+    # ingest asks once per file, so the calendar is evaluated once per year span: any
+    # interval (across a weekend, a holiday, an early close, New Year) is the schedule's
+    rng = np.random.default_rng(3)
+    starts = datetime(2023, 12, 20, tzinfo=UTC).timestamp() + rng.uniform(0, 30 * 86400, 40)
+    for root, calendar in (("ES", "CME_Equity"), ("ZN", "CME_Bond")):
+        for t0, hours in zip(starts, rng.uniform(0.1, 80, starts.size), strict=True):
+            start = datetime.fromtimestamp(round(t0), UTC)
+            end = datetime.fromtimestamp(round(t0 + hours * 3600), UTC)
+            assert abs(open_minutes(root, start, end) - _schedule_minutes(calendar, start, end)) < 1e-6, (
+                root, start, end)
+
+
 def _bars(*times: str, root: str = "ES") -> pl.DataFrame:
     ts = pl.Series([datetime.fromisoformat(t).replace(tzinfo=UTC) for t in times]).cast(pl.Datetime("ns", "UTC"))
     return pl.DataFrame({"root": [root] * len(times), "contract_seq": [0] * len(times), "ts_event": ts})

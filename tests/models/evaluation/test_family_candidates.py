@@ -143,17 +143,17 @@ def test_fold_model_key_is_the_same_with_defaults_spelled_out_or_left_out():
 
 
 def test_a_fold_models_test_forecasts_are_read_back_by_the_next_process(tmp_path, monkeypatch):
-    """Issue 41: the ensemble's walk-forward forecasts its members' test windows with the
-    very fold models the members' evaluations used; within ``forecast_memo.on_disk`` another
-    process reads those forecasts instead of running the models over a year's test period."""
-    import models.evaluation.family_candidates as family_candidates
+    """Issue 41: the ensemble's and the agents' walk-forwards forecast the test rows with
+    the very fold models the forecasters' evaluations used; within ``forecast_memo.on_disk``
+    another process reads those forecasts instead of running the models over a year's test
+    period, and an agent's state is exactly the forecaster's fold forecasts."""
+    import models.agents.state as state
     from models.agents import forecast_memo
 
     data, config, train = _tiny_tft()
     calls = []
-    real = family_candidates.predict_windows
-    monkeypatch.setattr(family_candidates, "predict_windows",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = state._forecasts
+    monkeypatch.setattr(state, "_forecasts", lambda *a, **k: calls.append(1) or real(*a, **k))
     make = lambda: forecaster_candidate("foxhunt-tft", "tft", config, train,  # noqa: E731
                                         cache_dir=tmp_path / "fold_models")
     forecast_memo.forget()
@@ -161,7 +161,20 @@ def test_a_fold_models_test_forecasts_are_read_back_by_the_next_process(tmp_path
         first = make().fit(data)(data)
         forecast_memo.forget()  # another process: nothing in memory
         again = make().fit(data)(data)
+        forecast_memo.forget()
+        model = _cached_fold_model(tmp_path / "fold_models", config, train, data)
+        agent_state = state.ForecastState.for_data({"tft": model}, data).compute(data, "test")
     forecast_memo.forget()
     assert len(calls) == 1
     np.testing.assert_array_equal(first, again)
     assert first.shape == (data.splits["test"].n_windows, 2, len(DEFAULT_QUANTILES))
+    ends = np.asarray(data.splits["test"].window_starts) + data.lookback - 1
+    width = 2 * len(DEFAULT_QUANTILES)
+    np.testing.assert_array_equal(agent_state[ends, :width], first.reshape(len(ends), width))
+
+
+def _cached_fold_model(cache_dir, config, train, data):
+    """The fold model the forecaster candidate trained (read back from its cache)."""
+    from models.evaluation.family_candidates import fold_forecaster
+
+    return fold_forecaster("tft", config, train, cache_dir=cache_dir)(data)
