@@ -266,6 +266,20 @@ def valid_window_starts(segment: np.ndarray, targets: np.ndarray, lookback: int,
     return starts[same & finite].astype(np.int64)
 
 
+def take_rows(array: Any, rows: np.ndarray) -> np.ndarray:
+    """``array[rows]`` of a split array, held or read on demand (a fold's large train part,
+    ``models.evaluation.row_pool.NormalisedRows``: only those rows are made)."""
+    return array[rows] if hasattr(array, "blocks") else np.asarray(array)[rows]
+
+
+def hash_array(h: Any, array: Any) -> None:
+    """Feed ``array``'s bytes in C order to the hash ``h``; an array read on demand is fed a
+    block of rows at a time (the same bytes, so the same digest, never the whole in memory)."""
+    blocks = getattr(array, "blocks", None)
+    for block in (blocks() if blocks is not None else [array]):
+        h.update(np.ascontiguousarray(block).view(np.uint8))
+
+
 def recent_rows(data: TrainingData, limits: Mapping[str, int | None]) -> TrainingData:
     """``data`` with each split named in ``limits`` cut to its most recent rows: ``limit``
     in all, shared evenly by the roots, each root's rows kept in order (a split with no more
@@ -279,7 +293,7 @@ def recent_rows(data: TrainingData, limits: Mapping[str, int | None]) -> Trainin
         roots = np.unique(root)
         per_root = max(1, int(limit) // roots.size)
         keep = np.sort(np.concatenate([np.flatnonzero(root == r)[-per_root:] for r in roots]))
-        cut = {a: np.asarray(getattr(part, a))[keep] for a in ARRAYS}
+        cut = {a: take_rows(getattr(part, a), keep) for a in ARRAYS}
         splits[name] = SplitArrays(**cut, window_starts=valid_window_starts(
             cut["segment"], cut["targets"], data.lookback, data.horizon))
     return TrainingData(meta=data.meta, splits=splits)

@@ -113,7 +113,8 @@ def _save_policy(run: TrackedRun, family: str, result, agent_cfg: agents.AgentCo
     paths = agents.save_policy(result.model, run_dir / "policy")
     paths["agent_config"] = save_agent_config(agent_cfg, run_dir / "policy")
     registration.write_agent_serving_meta(run_dir / "policy", data)
-    behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability")
+    behaviour_md = agent_behaviour(run, family, run_dir / "policy", data, run_dir / "interpretability",
+                                   rows=agent_cfg.val_rows)
     run.log_artifacts(run_dir / "policy", "checkpoint")
     run.log_metrics({"train_seconds": result.train_seconds,
                      "final_val_mean_reward": result.final_val_mean_reward})

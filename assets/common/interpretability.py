@@ -15,6 +15,7 @@ from models.agents.behaviour import behaviour
 from models.agents.policy import load_policy
 from models.tft.interpret import interpret
 from models.training.checkpoint import load_checkpoint
+from models.windows import recent_rows
 
 TOP_FEATURES = 20
 
@@ -52,16 +53,24 @@ def tft_interpretability(run: Any, checkpoint: Path, data: Any, out_dir: Path) -
     }
 
 
-def agent_behaviour(run: Any, family: str, policy_dir: Path, data: Any, out_dir: Path) -> dict[str, Any]:
-    """Action shares and mean position by hour on the validation split, logged and inline."""
+def agent_behaviour(run: Any, family: str, policy_dir: Path, data: Any, out_dir: Path,
+                    rows: int | None = None) -> dict[str, Any]:
+    """Action shares and mean position by hour on the validation split, logged and inline.
+    ``rows``: on the split's most recent rows only, those the agent was validated on (its
+    ``val_rows``), whose state training already computed: the whole split of a year is
+    months of bars, each needing both forecasters (issue 41)."""
     # lazy: see tft_interpretability
     from models.evaluation.interpretation_plots import agent_behaviour as plot
 
     split = "validation" if "validation" in data.splits else "train"
+    whole = data.splits[split].n_rows
+    data = recent_rows(data, {split: rows})
     b = behaviour(load_policy(policy_dir), data, split)
     out_dir.mkdir(parents=True, exist_ok=True)
+    where = (f"the {split} split" if data.splits[split].n_rows == whole
+             else f"the last {data.splits[split].n_rows:,} rows of the {split} split")
     png = plot(out_dir / f"{family}_behaviour_by_hour.png", b.shares, b.hourly_mean_position,
-               title=f"{family} on the {split} split ({b.n_decisions} decisions)")
+               title=f"{family} on {where} ({b.n_decisions} decisions)")
     csv = out_dir / f"{family}_position_by_hour.csv"
     pl.DataFrame({"hour_utc": list(b.hourly_mean_position), "mean_position": list(b.hourly_mean_position.values()),
                   "bars": [b.hourly_bars[h] for h in b.hourly_mean_position]}).write_csv(csv)

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from foxhunt_pipeline.basics.atomic import atomic_write
-from models.windows import SplitArrays
+from models.windows import SplitArrays, hash_array
 
 #: entries kept per process (one is ``[rows, H * Q]`` float32: ~3.5 MB for 20k rows)
 MAX_ENTRIES = 32
@@ -80,9 +80,8 @@ def forecast_key(model: nn.Module, part: SplitArrays, lookback: int, horizon: in
     except (AttributeError, RuntimeError, TypeError):
         return None
     for array in (part.static, part.observed, part.known, part.segment):
-        array = np.ascontiguousarray(array)
-        h.update(str((array.dtype, array.shape)).encode())
-        h.update(array)
+        h.update(str((np.dtype(array.dtype), tuple(array.shape))).encode())
+        hash_array(h, array)
     return h.digest()
 
 

@@ -135,7 +135,7 @@ class ForecastState:
         col = len(self.forecasters) * width
         idx = [self.layout.observed_names.index(f) for f in self.layout.feature_names]
         if idx:
-            state[:, col:col + len(idx)] = np.asarray(part.observed)[:, idx]
+            state[:, col:col + len(idx)] = part.observed[:, idx]
             col += len(idx)
         if self.layout.cost:
             state[:, col] = data.cost_log_return(split) / data.target_scale

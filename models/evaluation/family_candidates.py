@@ -43,7 +43,7 @@ from models.training.loop import (
     scaled_targets,
     train_forecaster,
 )
-from models.windows import ARRAYS, TrainingData
+from models.windows import ARRAYS, TrainingData, hash_array
 
 
 def fold_model_key(model_type: str, model_config: Mapping[str, Any], train_config: Any,
@@ -59,8 +59,8 @@ def fold_model_key(model_type: str, model_config: Mapping[str, Any], train_confi
         part = train.splits.get(split)
         if part is None:
             continue
-        for name in ARRAYS:  # the buffer itself: ``tobytes`` copied a year's features
-            h.update(np.ascontiguousarray(getattr(part, name)).view(np.uint8))
+        for name in ARRAYS:  # the buffer itself, a block at a time: never a year's copy
+            hash_array(h, getattr(part, name))
     return h.hexdigest()[:32]
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from models.windows import SplitArrays, TrainingData
+from models.windows import SplitArrays, TrainingData, take_rows
 
 #: LightGBM parameters unless overridden through ``fit_lightgbm_quantiles(**params)``.
 DEFAULT_PARAMS: dict[str, Any] = {
@@ -84,7 +84,7 @@ def _split_features(split: SplitArrays, lookback: int, horizon: int, window_mean
         fut = s[:, None] + np.arange(lookback + horizon)[None, :]
         last = s + lookback - 1
         parts.append(tabular_features(np.asarray(split.static)[last],
-                                      np.asarray(split.observed)[hist],
+                                      take_rows(split.observed, hist),
                                       np.asarray(split.known)[fut], horizon, window_mean))
     if not parts:
         return np.zeros((0, 0), np.float32)

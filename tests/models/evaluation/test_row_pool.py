@@ -140,3 +140,71 @@ def test_reading_a_memory_mapped_split_leaves_its_pages_unmapped(tmp_path):
     np.testing.assert_array_equal(pool[np.arange(len(x))], x.astype(np.float64))
     assert _mapped_rss_kb(path) < 1024  # was ~7,800 kB: every page read stayed mapped
     assert float(mapped[-1, -1]) == float(x[-1, -1])  # the mapping still reads
+
+
+def _fold(monkeypatch, lazy_bytes: int):
+    monkeypatch.setattr(pool_module, "CHUNK_ROWS", 500)
+    monkeypatch.setattr(pool_module, "LAZY_BYTES", lazy_bytes)
+    data = synthetic_training_data(n_rows={"train": 2400, "validation": 700, "test": 700},
+                                   n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
+                                   signal=0.4, segment_length=350, seed=3)
+    data.meta["normalization"] = {"mean": [0.5, -2.0, 30.0], "std": [0.1, 3.0, 7.5],
+                                  "clip_sigma": 10.0}
+    pool = row_pool(data, lambda ts: np.asarray(ts) // (6 * 3600 * 10**9))
+    config = WalkForwardConfig(folds=3, test_days=2)
+    return fold_data(pool, plan_folds(pool.dates, config)[2], config)
+
+
+def test_a_large_train_part_is_read_on_demand_with_the_held_values(monkeypatch):
+    """Issue 41: a year's last fold trains on ~600k rows (630 MB of float32) of which its
+    budget reads a sample; past ``LAZY_BYTES`` the part is made when read, the same values,
+    the same fold model and forecast keys."""
+    from models.agents.forecast_memo import forecast_key
+    from models.evaluation.family_candidates import fold_model_key
+    from models.evaluation.row_pool import NormalisedRows
+    from models.tft.model import TemporalFusionTransformer, TFTConfig
+    from models.training.loop import TrainConfig
+    from models.windows import recent_rows
+
+    held, lazy = _fold(monkeypatch, 2**40), _fold(monkeypatch, 0)
+    h, v = held.splits["train"].observed, lazy.splits["train"].observed
+    assert isinstance(h, np.ndarray) and isinstance(v, NormalisedRows)
+    assert v.shape == h.shape and v.dtype == h.dtype
+    np.testing.assert_array_equal(np.asarray(v), h)
+    starts = held.splits["train"].window_starts[:50]
+    hist = starts[:, None] + np.arange(8)
+    for key in (slice(100, 160), hist, (slice(None), [0, 2]), 7, np.array([3, 1, 2])):
+        np.testing.assert_array_equal(v[key], h[key])
+    batch_h = held.window_dataset("train").batch(np.arange(20))
+    batch_v = lazy.window_dataset("train").batch(np.arange(20))
+    assert all(np.array_equal(batch_h[k].numpy(), batch_v[k].numpy()) for k in batch_h)
+    train = TrainConfig(epochs=1)
+    config = {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8, "horizon": 2,
+              "hidden": 8, "heads": 1}
+    assert fold_model_key("tft", config, train, held) == fold_model_key("tft", config, train, lazy)
+    model = TemporalFusionTransformer(TFTConfig.from_dict(config))
+    assert forecast_key(model, held.splits["train"], 8, 2, 1024) == \
+        forecast_key(model, lazy.splits["train"], 8, 2, 1024)
+    cut_h = recent_rows(held, {"train": 300}).splits["train"].observed
+    cut_v = recent_rows(lazy, {"train": 300}).splits["train"].observed
+    assert isinstance(cut_v, np.ndarray)
+    np.testing.assert_array_equal(cut_v, cut_h)
+
+
+def test_a_fold_model_trained_on_a_part_read_on_demand_is_the_held_parts(monkeypatch):
+    import torch
+
+    from models.registry import build_model
+    from models.training.loop import TrainConfig, train_forecaster
+
+    config = {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8, "horizon": 2,
+              "hidden": 8, "heads": 1, "dropout": 0.0}
+    weights = []
+    for lazy_bytes in (2**40, 0):
+        data = _fold(monkeypatch, lazy_bytes)
+        torch.manual_seed(0)
+        model = build_model("tft", dict(config))
+        train_forecaster(model, data, TrainConfig(epochs=1, batch_size=16, max_batches_per_epoch=3,
+                                                  max_val_batches=1))
+        weights.append(model.state_dict())
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
