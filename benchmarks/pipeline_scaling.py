@@ -1,9 +1,9 @@
 """Whole-graph scaling: what each asset costs as the history grows, at a fixed profile.
 
-    python benchmarks/pipeline_scaling.py [--days 12 84 350] [--roots ES,ZN] [--seed 7]
+    python benchmarks/pipeline_scaling.py [--days 15 84 350] [--roots ES,ZN] [--seed 7]
         [--profile demo] [--work DIR] [--json out.json] [--reuse out.12.json ...]
 
-For each history (UTC calendar days of generated bars: 12, 84 and 350 hold about 9, 60 and
+For each history (UTC calendar days of generated bars: 15, 84 and 350 hold 12, 60 and
 250 CME trade dates), a fresh ``FOXHUNT_HOME``: ``foxhunt generate``, then every asset of
 the graph but the tuning studies, one ``foxhunt materialize <asset>`` process per asset in
 dependency order (the data path up to ``training_dataset`` as one step), each timed (wall)
@@ -104,7 +104,7 @@ def report(sizes: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--days", type=int, nargs="+", default=[12, 84, 350])
+    ap.add_argument("--days", type=int, nargs="+", default=[15, 84, 350])
     ap.add_argument("--roots", default="ES,ZN")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--profile", default="demo")

@@ -38,9 +38,10 @@ from models.windows import SplitArrays, hash_array
 
 #: entries kept per process (one is ``[rows, H * Q]`` float32: ~3.5 MB for 20k rows)
 MAX_ENTRIES = 32
-#: and at most this many bytes in all (a year's test period is ~15 MB an entry); the newest
-#: entry is always kept
-MAX_BYTES = 256 * 2**20
+#: and at most this many bytes in all (a fold's year-long test period is ~20 MB an entry;
+#: within ``on_disk`` an entry dropped here is read back from its file); the newest entry is
+#: always kept
+MAX_BYTES = 64 * 2**20
 
 #: a file not used for this long is dropped when another is written (the cache serves the
 #: evaluations of one dataset version, not history)
