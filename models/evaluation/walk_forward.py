@@ -33,6 +33,7 @@ the trade date of a row is the caller's (``dates_of``), so this module needs no 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -287,6 +288,10 @@ def _score_folds(
     data = None
     for fold in folds:
         del data  # one fold's arrays at a time: the last fold's train part is most of a year
+        # and what the last fold's models held: an SB3 agent is a reference cycle (model,
+        # policy, env, callbacks) keeping its replay buffer and its state's arrays (a fold's
+        # test features, ~100 MB a year) until a full collection, which nothing else forces
+        gc.collect()
         data = fold_data(pool, fold, config)
         if on_fold is not None:
             on_fold(fold, data)
@@ -299,6 +304,8 @@ def _score_folds(
             per[c.name].append((FoldResult(fold, m, int(ts.min()), int(ts.max())), sb))
         for r in refs:
             ref_bars[r.name].append(rules.score(r, data, fold, days))
+    del data
+    gc.collect()  # the last fold's models, before the pooled bootstrap
     return per, ref_bars
 
 
