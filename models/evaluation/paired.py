@@ -20,7 +20,7 @@ here is the leaderboard's pooled Sharpe (``models.sharpe.sharpe_ratio``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,13 +88,30 @@ class PairedComparison:
         return name in self.mcs_included
 
 
-def _sharpe_columns(x: np.ndarray, bars_per_year: float) -> np.ndarray:
-    """Sharpe of each column of ``[n, k]``; a column without variation has none: 0."""
-    mean = x.mean(axis=0)
-    sd = x.std(axis=0, ddof=1)
-    flat = sd <= 1e-12 * np.maximum(np.abs(x).max(axis=0), 1e-300)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(flat, 0.0, mean / np.where(flat, 1.0, sd) * math.sqrt(bars_per_year))
+def _resampled_sharpes(x: np.ndarray, resamples: Iterable[np.ndarray], bars_per_year: float
+                       ) -> np.ndarray:
+    """``[resamples, k]``: the Sharpe of each column of ``x[idx]`` for each resample's indices, from how
+    often each bar is drawn (two matrix-vector products of the bar counts) instead of
+    gathering ``x[idx]``: a year's pooled bars (~234k x 9 candidates) cost ~50 ms a resample
+    gathered, 1,000 resamples a minute of the leaderboard (issue 41). The columns are
+    centred on their means first, so the sums lose nothing to cancellation (~1e-12 relative
+    to the gathered moments); a column without variation on a resample is flat (Sharpe 0)."""
+    n = x.shape[0]
+    centre = x.mean(axis=0)
+    xc = x - centre
+    xc2 = xc * xc
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-300)
+    out = []
+    for idx in resamples:
+        counts = np.bincount(idx, minlength=n).astype(np.float64)
+        m = counts @ xc / n
+        var = np.maximum(counts @ xc2 / n - m * m, 0.0) * (n / (n - 1))
+        sd = np.sqrt(var)
+        flat = sd <= 1e-12 * scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(np.where(flat, 0.0, (m + centre) / np.where(flat, 1.0, sd)
+                                * math.sqrt(bars_per_year)))
+    return np.stack(out)
 
 
 def block_length(pnl: np.ndarray) -> float:
@@ -136,8 +153,7 @@ def compare(pnl: Mapping[str, np.ndarray], bars_per_year: float, *, level: float
     point = {n: _point_sharpe(x[:, j], bars_per_year) for j, n in enumerate(names)}
     rng = np.random.default_rng(seed)
     bs = StationaryBootstrap(b, np.arange(x.shape[0]), seed=rng)
-    boot = np.stack([_sharpe_columns(x[idx], bars_per_year)
-                     for (idx,), _ in bs.bootstrap(resamples)])
+    boot = _resampled_sharpes(x, (idx for (idx,), _ in bs.bootstrap(resamples)), bars_per_year)
     included, pvalues = _mcs(x, names, b, resamples, rng, mcs_size)
     return PairedComparison(names, point, boot, b, float(level), included, pvalues, x.shape[0])
 
