@@ -90,12 +90,13 @@ class PairedComparison:
 
 def _resampled_sharpes(x: np.ndarray, resamples: Iterable[np.ndarray], bars_per_year: float
                        ) -> np.ndarray:
-    """``[resamples, k]``: the Sharpe of each column of ``x[idx]`` for each resample's indices, from how
-    often each bar is drawn (two matrix-vector products of the bar counts) instead of
-    gathering ``x[idx]``: a year's pooled bars (~234k x 9 candidates) cost ~50 ms a resample
-    gathered, 1,000 resamples a minute of the leaderboard (issue 41). The columns are
-    centred on their means first, so the sums lose nothing to cancellation (~1e-12 relative
-    to the gathered moments); a column without variation on a resample is flat (Sharpe 0)."""
+    """``[resamples, k]``: the Sharpe of each column of ``x[idx]`` for each resample's
+    indices, from how often each bar is drawn (two matrix-vector products of the bar counts)
+    instead of gathering ``x[idx]``: a year's pooled bars (~234k x 9 candidates) cost ~50 ms
+    a resample gathered, 1,000 resamples most of a minute of the leaderboard (issue 41). The
+    columns are centred on their means first, so the sums lose nothing to cancellation
+    (~1e-12 relative to the gathered moments); a column without variation on a resample is
+    flat (Sharpe 0)."""
     n = x.shape[0]
     centre = x.mean(axis=0)
     xc = x - centre

@@ -12,7 +12,8 @@ trains on a fixed budget of batches (issue 41). Here the pool keeps the dataset'
 (memory-mapped) splits and an index; a fold's statistics and its normalised float32 parts are
 computed a block of rows at a time, with the same float64 operations in the same order as
 before, so the values are bit for bit those of the whole-array code
-(``tests/models/evaluation/test_row_pool``).
+(``tests/models/evaluation/test_row_pool``). A fold's train part larger than ``LAZY_BYTES``
+is not even held: ``NormalisedRows`` makes the rows a trainer reads when it reads them.
 """
 
 from __future__ import annotations
