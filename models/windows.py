@@ -268,7 +268,7 @@ def valid_window_starts(segment: np.ndarray, targets: np.ndarray, lookback: int,
 
 def take_rows(array: Any, rows: np.ndarray) -> np.ndarray:
     """``array[rows]`` of a split array, held or read on demand (a fold's large train part,
-    ``models.evaluation.row_pool.NormalisedRows``: only those rows are made)."""
+    ``models.evaluation.row_pool.SpilledRows``: only those rows are read)."""
     return array[rows] if hasattr(array, "blocks") else np.asarray(array)[rows]
 
 

@@ -13,7 +13,7 @@ trains on a fixed budget of batches (issue 41). Here the pool keeps the dataset'
 computed a block of rows at a time, with the same float64 operations in the same order as
 before, so the values are bit for bit those of the whole-array code
 (``tests/models/evaluation/test_row_pool``). A fold's train part larger than ``LAZY_BYTES``
-is not even held: ``NormalisedRows`` makes the rows a trainer reads when it reads them.
+is not even held: ``SpilledRows`` keeps it in a temporary file the trainers read from.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import math
 import mmap
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,33 +148,38 @@ def normalised(values: PooledObserved, idx: np.ndarray, mean: np.ndarray, std: n
     return out
 
 
-#: a fold's normalised train part larger than this is read on demand (``NormalisedRows``)
-#: instead of held: the last fold of a year trains on ~600k rows (~630 MB of float32), of
+#: a fold's normalised part larger than this is kept in a temporary file, not in memory
+#: (``SpilledRows``): the last fold of a year trains on ~600k rows (~630 MB of float32), of
 #: which a fixed budget of batches reads a sample
 LAZY_BYTES = 256 * 2**20
 
 
-class NormalisedRows:
-    """``rows[k]``: ``normalised(values, idx[k], mean, std, clip)``, computed when read.
-
-    A fold's train part as the trainers read it (windows of rows, a budget of them) without
-    the whole part in memory; each element is the same float64 operations as ``normalised``,
-    so every value read is bit for bit the held array's. ``blocks()`` yields the whole part a
-    chunk of rows at a time, in order (what the fold model and forecast keys hash: the same
-    bytes, so the same keys)."""
+class SpilledRows:
+    """A fold's large normalised part, written once (a block of rows at a time, the same
+    float32 values as ``normalised``) to an unlinked temporary file and read back through a
+    read-only memory map: ``rows[k]`` copies the rows asked for and unmaps the pages read, so
+    the part never sits in the process's memory, and reading a batch of windows is a gather
+    from the page cache. ``blocks()`` yields the part in order, a block at a time (what the
+    fold model and forecast keys hash: the same bytes, so the same keys)."""
 
     def __init__(self, values: PooledObserved, idx: np.ndarray, mean: np.ndarray,
                  std: np.ndarray, clip: float | None):
-        self.values, self.idx = values, np.asarray(idx, np.int64)
-        self.mean, self.std, self.clip = mean, std, clip
+        idx = np.asarray(idx, np.int64)
+        # unlinked from the start: nothing left behind; the map keeps the data until dropped
+        with tempfile.TemporaryFile(prefix="foxhunt-fold-") as file:
+            for _, rows in _chunks(idx):
+                file.write(memoryview(normalised(values, rows, mean, std, clip)).cast("B"))
+            file.flush()
+            self._rows = np.memmap(file, dtype=np.float32, mode="r",
+                                   shape=(int(idx.shape[0]), values.n_features))
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (int(self.idx.shape[0]), self.values.n_features)
+        return self._rows.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(np.float32)
+        return self._rows.dtype
 
     @property
     def ndim(self) -> int:
@@ -181,26 +187,22 @@ class NormalisedRows:
 
     @property
     def nbytes(self) -> int:
-        return int(self.idx.nbytes)
+        return 0  # none of it in memory
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def __getitem__(self, key) -> np.ndarray:
-        if isinstance(key, tuple):  # rows first, then the columns of what they give
-            return self[key[0]][(slice(None), *key[1:])]
-        if isinstance(key, (int, np.integer)):
-            return self[np.asarray([key])][0]
-        rows = self.idx[key]
-        flat = normalised(self.values, rows.reshape(-1), self.mean, self.std, self.clip)
-        return flat.reshape(*rows.shape, self.values.n_features)
+        out = np.array(self._rows[key], copy=True)
+        _release(self._rows)
+        return out
 
     def blocks(self) -> Iterator[np.ndarray]:
-        for _, rows in _chunks(self.idx):
-            yield normalised(self.values, rows, self.mean, self.std, self.clip)
+        for lo in range(0, len(self), CHUNK_ROWS):
+            yield self[lo:lo + CHUNK_ROWS]
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        whole = normalised(self.values, self.idx, self.mean, self.std, self.clip)
+        whole = self[:]
         return whole if dtype is None else whole.astype(dtype)
 
 
@@ -305,10 +307,10 @@ def fold_data(pool: RowPool, fold: Fold, config: WalkForwardConfig) -> TrainingD
 
 
 def _fold_observed(values: PooledObserved, idx: np.ndarray, mean: np.ndarray,
-                   std: np.ndarray, clip: float | None) -> np.ndarray | NormalisedRows:
-    """A fold part's normalised features: held when small, read on demand when large."""
+                   std: np.ndarray, clip: float | None) -> np.ndarray | SpilledRows:
+    """A fold part's normalised features: held when small, in a temporary file when large."""
     if idx.shape[0] * values.n_features * 4 > LAZY_BYTES:
-        return NormalisedRows(values, idx, mean, std, clip)
+        return SpilledRows(values, idx, mean, std, clip)
     return normalised(values, idx, mean, std, clip)
 
 

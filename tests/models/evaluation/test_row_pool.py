@@ -161,14 +161,14 @@ def test_a_large_train_part_is_read_on_demand_with_the_held_values(monkeypatch):
     the same fold model and forecast keys."""
     from models.agents.forecast_memo import forecast_key
     from models.evaluation.family_candidates import fold_model_key
-    from models.evaluation.row_pool import NormalisedRows
+    from models.evaluation.row_pool import SpilledRows
     from models.tft.model import TemporalFusionTransformer, TFTConfig
     from models.training.loop import TrainConfig
     from models.windows import recent_rows
 
     held, lazy = _fold(monkeypatch, 2**40), _fold(monkeypatch, 0)
     h, v = held.splits["train"].observed, lazy.splits["train"].observed
-    assert isinstance(h, np.ndarray) and isinstance(v, NormalisedRows)
+    assert isinstance(h, np.ndarray) and isinstance(v, SpilledRows)
     assert v.shape == h.shape and v.dtype == h.dtype
     np.testing.assert_array_equal(np.asarray(v), h)
     starts = held.splits["train"].window_starts[:50]
