@@ -5,6 +5,7 @@ holidays, the daily halt and a quiet quarter of an hour are none (instruments.se
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from functools import lru_cache
 
 import numpy as np
 import polars as pl
@@ -47,13 +48,18 @@ def test_open_minutes_count_the_sessions_only():
     assert 14 < hours < 15.5
 
 
+@lru_cache(maxsize=4)
+def _schedule(calendar: str):
+    import pandas_market_calendars as mcal
+
+    return mcal.get_calendar(calendar).schedule("2023-12-01", "2024-02-15")
+
+
 def _schedule_minutes(calendar: str, start: datetime, end: datetime) -> float:
     """The calendar's open minutes between two instants, straight from its schedule."""
     import pandas as pd
-    import pandas_market_calendars as mcal
 
-    sched = mcal.get_calendar(calendar).schedule(start.date() - pd.Timedelta(days=3),
-                                                 end.date() + pd.Timedelta(days=3))
+    sched = _schedule(calendar)
     lo, hi = pd.Timestamp(start), pd.Timestamp(end)
     total = pd.Timedelta(0)
     for row in sched.itertuples():
