@@ -267,13 +267,13 @@ def valid_window_starts(segment: np.ndarray, targets: np.ndarray, lookback: int,
 
 
 def take_rows(array: Any, rows: np.ndarray) -> np.ndarray:
-    """``array[rows]`` of a split array, held or read on demand (a fold's large train part,
+    """``array[rows]`` of a split array, held or kept in a file (a fold's large train part,
     ``models.evaluation.row_pool.SpilledRows``: only those rows are read)."""
     return array[rows] if hasattr(array, "blocks") else np.asarray(array)[rows]
 
 
 def hash_array(h: Any, array: Any) -> None:
-    """Feed ``array``'s bytes in C order to the hash ``h``; an array read on demand is fed a
+    """Feed ``array``'s bytes in C order to the hash ``h``; an array kept in a file is fed a
     block of rows at a time (the same bytes, so the same digest, never the whole in memory)."""
     blocks = getattr(array, "blocks", None)
     for block in (blocks() if blocks is not None else [array]):

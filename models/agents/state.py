@@ -43,6 +43,10 @@ from models.windows import SplitArrays, TrainingData
 
 #: recent returns and volatility (normalised): what a trader reads beside a forecast
 DEFAULT_STATE_FEATURES = ("f_ret_1b", "f_ret_5b", "f_ret_15b", "f_ret_std_20", "f_ret_std_60")
+#: rows per forward pass of a forecaster over a split: the agents' state and the forecasters'
+#: walk-forward both use it, so the forecast cache serves one to the other (torch's CPU
+#: kernels are not batch-invariant: another batch size gives other last bits, another key)
+FORECAST_BATCH = 1024
 LAYOUT_FILE = "state.json"
 FORECASTERS_DIR = "forecasters"
 
@@ -118,7 +122,7 @@ class ForecastState:
     def names(self) -> list[str]:
         return self.layout.names()
 
-    def compute(self, data: TrainingData, split: str, batch_size: int = 1024) -> np.ndarray:
+    def compute(self, data: TrainingData, split: str, batch_size: int = FORECAST_BATCH) -> np.ndarray:
         """``[N, width]`` float32 for ``data.splits[split]``; NaN rows have no full window."""
         part = data.splits[split]
         for seen, state in self._cache:
@@ -209,7 +213,7 @@ def saved_forecasters(directory: str | os.PathLike[str]) -> dict[str, dict[str, 
 
 @torch.no_grad()
 def forecasts(model: nn.Module, part: SplitArrays, lookback: int, horizon: int,
-              batch_size: int = 1024) -> np.ndarray:
+              batch_size: int = FORECAST_BATCH) -> np.ndarray:
     """``[N, H, Q]`` quantiles of ``model`` for the window ending at each row; NaN where the
     row has no full window in its segment or an input is not finite. The same weights on
     the same rows are computed once per process (``models.agents.forecast_memo``)."""

@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from models.agents import train as agents
+from models.agents.state import FORECAST_BATCH, saved_forecasters
 from models.agents.state import forecasts as row_forecasts
-from models.agents.state import saved_forecasters
 from models.agents.trading_env import evaluate_positions
 from models.ensemble.weights import combine_quantiles, fit_quantile_weights
 from models.evaluation.candidates import Candidate, lightgbm_candidate
@@ -120,7 +120,7 @@ def forecaster_candidate(name: str, model_type: str, model_config: Mapping[str, 
             # agents' walk-forward state and the ensemble's members then read these same
             # forecasts (forecast_memo keeps them on disk) instead of computing them again
             part = d.splits["test"]
-            per_row = row_forecasts(model, part, d.lookback, d.horizon)
+            per_row = row_forecasts(model, part, d.lookback, d.horizon, FORECAST_BATCH)
             return per_row[np.asarray(part.window_starts, np.int64) + d.lookback - 1]
         return predict
     return Candidate(name, "forecaster", fit)

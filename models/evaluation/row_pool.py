@@ -12,7 +12,7 @@ trains on a fixed budget of batches (issue 41). Here the pool keeps the dataset'
 (memory-mapped) splits and an index; a fold's statistics and its normalised float32 parts are
 computed a block of rows at a time, with the same float64 operations in the same order as
 before, so the values are bit for bit those of the whole-array code
-(``tests/models/evaluation/test_row_pool``). A fold's train part larger than ``LAZY_BYTES``
+(``tests/models/evaluation/test_row_pool``). A fold's train part larger than ``SPILL_BYTES``
 is not even held: ``SpilledRows`` keeps it in a temporary file the trainers read from.
 """
 
@@ -151,7 +151,7 @@ def normalised(values: PooledObserved, idx: np.ndarray, mean: np.ndarray, std: n
 #: a fold's normalised part larger than this is kept in a temporary file, not in memory
 #: (``SpilledRows``): the last fold of a year trains on ~600k rows (~630 MB of float32), of
 #: which a fixed budget of batches reads a sample
-LAZY_BYTES = 256 * 2**20
+SPILL_BYTES = 256 * 2**20
 
 
 class SpilledRows:
@@ -309,7 +309,7 @@ def fold_data(pool: RowPool, fold: Fold, config: WalkForwardConfig) -> TrainingD
 def _fold_observed(values: PooledObserved, idx: np.ndarray, mean: np.ndarray,
                    std: np.ndarray, clip: float | None) -> np.ndarray | SpilledRows:
     """A fold part's normalised features: held when small, in a temporary file when large."""
-    if idx.shape[0] * values.n_features * 4 > LAZY_BYTES:
+    if idx.shape[0] * values.n_features * 4 > SPILL_BYTES:
         return SpilledRows(values, idx, mean, std, clip)
     return normalised(values, idx, mean, std, clip)
 

@@ -142,9 +142,9 @@ def test_reading_a_memory_mapped_split_leaves_its_pages_unmapped(tmp_path):
     assert float(mapped[-1, -1]) == float(x[-1, -1])  # the mapping still reads
 
 
-def _fold(monkeypatch, lazy_bytes: int):
+def _fold(monkeypatch, spill_bytes: int):
     monkeypatch.setattr(pool_module, "CHUNK_ROWS", 500)
-    monkeypatch.setattr(pool_module, "LAZY_BYTES", lazy_bytes)
+    monkeypatch.setattr(pool_module, "SPILL_BYTES", spill_bytes)
     data = synthetic_training_data(n_rows={"train": 2400, "validation": 700, "test": 700},
                                    n_observed=3, n_known=2, n_static=2, lookback=8, horizon=2,
                                    signal=0.4, segment_length=350, seed=3)
@@ -157,8 +157,8 @@ def _fold(monkeypatch, lazy_bytes: int):
 
 def test_a_large_train_part_is_read_on_demand_with_the_held_values(monkeypatch):
     """Issue 41: a year's last fold trains on ~600k rows (630 MB of float32) of which its
-    budget reads a sample; past ``LAZY_BYTES`` the part is made when read, the same values,
-    the same fold model and forecast keys."""
+    budget reads a sample; past ``SPILL_BYTES`` the part is kept in a temporary file and read
+    from it: the same values, the same fold model and forecast keys."""
     from models.agents.forecast_memo import forecast_key
     from models.evaluation.family_candidates import fold_model_key
     from models.evaluation.row_pool import SpilledRows
@@ -200,8 +200,8 @@ def test_a_fold_model_trained_on_a_part_read_on_demand_is_the_held_parts(monkeyp
     config = {"n_static": 2, "n_observed": 3, "n_known": 2, "lookback": 8, "horizon": 2,
               "hidden": 8, "heads": 1, "dropout": 0.0}
     weights = []
-    for lazy_bytes in (2**40, 0):
-        data = _fold(monkeypatch, lazy_bytes)
+    for spill_bytes in (2**40, 0):
+        data = _fold(monkeypatch, spill_bytes)
         torch.manual_seed(0)
         model = build_model("tft", dict(config))
         train_forecaster(model, data, TrainConfig(epochs=1, batch_size=16, max_batches_per_epoch=3,
