@@ -1,13 +1,15 @@
 """Whole-graph scaling: what each asset costs as the history grows, at a fixed profile.
 
     python benchmarks/pipeline_scaling.py [--days 15 84 350] [--roots ES,ZN] [--seed 7]
-        [--profile demo] [--work DIR] [--json out.json] [--reuse out.12.json ...]
+        [--profile demo] [--work DIR] [--json out.json] [--reuse out.12.json ...] [--data-only]
 
 For each history (UTC calendar days of generated bars: 15, 84 and 350 hold 12, 60 and
 250 CME trade dates), a fresh ``FOXHUNT_HOME``: ``foxhunt generate``, then every asset of
 the graph but the tuning studies, one ``foxhunt materialize <asset>`` process per asset in
 dependency order (the data path up to ``training_dataset`` as one step), each timed (wall)
-and measured (peak RSS of the process, ``/usr/bin/time``). Prints a table of seconds and
+and measured (peak RSS of the process, ``/usr/bin/time``); last, the daily increment: one
+more contiguous day landed (the generator is prefix-stable, so ``generate --days N+1`` and
+its last file) and the data path run again, as the landing sensor's day does. Prints a table of seconds and
 peak MB per asset and size, the totals, and each size's ratio to the first (the target of
 issue 41 on 2 cores: the graph at 250 trade days at most 2x the graph at 12 in time, no
 asset above 3x, peak memory at most 1.5x). No timing is asserted anywhere: run it on a quiet
@@ -50,7 +52,11 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return wall, int(peak[-1]) / 1024 if peak else float("nan"), proc.stdout[-500:]
 
 
-def one_size(days: int, roots: str, seed: int, profile: str, work: Path) -> dict:
+NEXT_DAY = "next day: data path"
+
+
+def one_size(days: int, roots: str, seed: int, profile: str, work: Path,
+             data_only: bool = False) -> dict:
     home = work / f"home-{days}"
     shutil.rmtree(home, ignore_errors=True)
     env = {**os.environ, "FOXHUNT_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
@@ -61,12 +67,32 @@ def one_size(days: int, roots: str, seed: int, profile: str, work: Path) -> dict
     wall, peak, _ = timed([FOXHUNT, "materialize", *DATA_PATH], env)
     steps["data path"] = {"seconds": wall, "peak_mb": peak}
     print(f"  {days} days: data path {wall:.1f} s, {peak:.0f} MB", flush=True)
-    for asset in MODEL_STEPS:
+    for asset in () if data_only else MODEL_STEPS:
         wall, peak, _ = timed([FOXHUNT, "materialize", asset], env)
         steps[asset] = {"seconds": wall, "peak_mb": peak}
         print(f"  {days} days: {asset} {wall:.1f} s, {peak:.0f} MB", flush=True)
     dates = trade_dates(env)
+    land_next_day(days, roots, seed, home, env)
+    wall, peak, _ = timed([FOXHUNT, "materialize", *DATA_PATH], env)
+    steps[NEXT_DAY] = {"seconds": wall, "peak_mb": peak}
+    print(f"  {days} days: {NEXT_DAY} {wall:.1f} s, {peak:.0f} MB", flush=True)
     return {"days": days, "trade_dates": dates, "steps": steps}
+
+
+def land_next_day(days: int, roots: str, seed: int, home: Path, env: dict[str, str]) -> None:
+    """The day after the history, landed as its file would be: ``generate --days days+1`` into
+    a scratch folder reproduces the first ``days`` files byte for byte, and its new file is
+    copied into the landing zone."""
+    landing = home / "landing"
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run([FOXHUNT, "generate", "--days", str(days + 1), "--roots", roots,
+                        "--seed", str(seed), "--out", scratch], env=env, check=True,
+                       capture_output=True)
+        new = sorted(set(os.listdir(scratch)) - set(os.listdir(landing)))
+        if not new:  # the extra UTC day holds no session (a Saturday)
+            return
+        for name in new:
+            shutil.copy(Path(scratch) / name, landing / name)
 
 
 def trade_dates(env: dict[str, str]) -> int:
@@ -77,20 +103,24 @@ def trade_dates(env: dict[str, str]) -> int:
 
 
 def report(sizes: list[dict]) -> str:
-    """Sizes side by side, smallest first; ratios are to the smallest."""
+    """Sizes side by side, smallest first; ratios are to the smallest. The totals are the
+    graph's (the next day is its own line, the cost of a day in daily use)."""
     sizes = sorted(sizes, key=lambda s: s["days"])
-    names = list(sizes[0]["steps"])
+    names = [*dict.fromkeys(n for s in sizes for n in s["steps"])]
+    names = [n for n in names if n != NEXT_DAY] + [n for n in names if n == NEXT_DAY]
     head = f"{'asset':22}" + "".join(f"{str(s['days']) + ' d s':>10}{'MB':>8}" for s in sizes)
     head += "".join(f"{'x' + str(s['days']):>9}" for s in sizes[1:])
     lines = [head, "-" * len(head)]
     for n in names:
-        base = sizes[0]["steps"][n]["seconds"]
-        cells = "".join(f"{s['steps'][n]['seconds']:10.1f}{s['steps'][n]['peak_mb']:8.0f}"
-                        for s in sizes)
-        cells += "".join(f"{s['steps'][n]['seconds'] / base:9.2f}" for s in sizes[1:])
-        lines.append(f"{n:22}{cells}")
-    totals = [sum(v["seconds"] for v in s["steps"].values()) for s in sizes]
-    peaks = [max(v["peak_mb"] for v in s["steps"].values()) for s in sizes]
+        steps = [s["steps"].get(n) for s in sizes]
+        cells = "".join(f"{st['seconds']:10.1f}{st['peak_mb']:8.0f}" if st else f"{'-':>10}{'-':>8}"
+                        for st in steps)
+        cells += "".join(f"{st['seconds'] / steps[0]['seconds']:9.2f}" if st and steps[0]
+                         else f"{'-':>9}" for st in steps[1:])
+        lines.append(f"{n[:22]:22}{cells}")
+    graph = [{k: v for k, v in s["steps"].items() if k != NEXT_DAY} for s in sizes]
+    totals = [sum(v["seconds"] for v in g.values()) for g in graph]
+    peaks = [max(v["peak_mb"] for v in g.values()) for g in graph]
     lines.append(f"{'total (s) / peak (MB)':22}" + "".join(f"{t:10.1f}{p:8.0f}"
                                                             for t, p in zip(totals, peaks,
                                                                             strict=True))
@@ -110,6 +140,8 @@ def main() -> None:
     ap.add_argument("--profile", default="demo")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--data-only", action="store_true",
+                    help="the data path and the next day only, no model step")
     ap.add_argument("--reuse", type=Path, nargs="*", default=[],
                     help="sizes measured before (the per-size JSON files --json writes), "
                          "reported beside these")
@@ -118,7 +150,8 @@ def main() -> None:
     sizes = [json.loads(p.read_text()) for p in args.reuse]
     for days in args.days:
         print(f"== {days} calendar days of {args.roots}, profile {args.profile}", flush=True)
-        sizes.append(one_size(days, args.roots, args.seed, args.profile, work))
+        sizes.append(one_size(days, args.roots, args.seed, args.profile, work,
+                              args.data_only))
         if args.json:  # each size as it ends: a long run stopped later keeps what it measured
             args.json.with_suffix(f".{days}.json").write_text(json.dumps(sizes[-1], indent=2))
     text = report(sizes)
