@@ -7,13 +7,13 @@ For each history (UTC calendar days of generated bars: 15, 84 and 350 hold 12, 6
 250 CME trade dates), a fresh ``FOXHUNT_HOME``: ``foxhunt generate``, then every asset of
 the graph but the tuning studies, one ``foxhunt materialize <asset>`` process per asset in
 dependency order (the data path up to ``training_dataset`` as one step), each timed (wall)
-and measured (peak RSS of the process, ``/usr/bin/time``); last, the daily increment: one
-more contiguous day landed (the generator is prefix-stable, so ``generate --days N+1`` and
-its last file) and the data path run again, as the landing sensor's day does. Prints a table of seconds and
-peak MB per asset and size, the totals, and each size's ratio to the first (the target of
-issue 41 on 2 cores: the graph at 250 trade days at most 2x the graph at 12 in time, no
-asset above 3x, peak memory at most 1.5x). No timing is asserted anywhere: run it on a quiet
-machine and compare sizes side by side.
+and measured (peak RSS of the process, ``/usr/bin/time``); last, the daily increment: the
+next day landed (the generator is prefix-stable, so ``generate --days N+1`` and its last
+file) and the data path run again, as the landing sensor's day does. Prints a table of
+seconds and peak MB per asset and size, the totals, and each size's ratio to the first
+(the target of issue 41 on 2 cores: the graph at 250 trade days at most 2x the graph at 12
+in time, no asset above 3x, peak memory at most 1.5x). No timing is asserted anywhere: run
+it on a quiet machine and compare sizes side by side.
 """
 
 from __future__ import annotations
@@ -80,19 +80,21 @@ def one_size(days: int, roots: str, seed: int, profile: str, work: Path,
 
 
 def land_next_day(days: int, roots: str, seed: int, home: Path, env: dict[str, str]) -> None:
-    """The day after the history, landed as its file would be: ``generate --days days+1`` into
-    a scratch folder reproduces the first ``days`` files byte for byte, and its new file is
-    copied into the landing zone."""
+    """The next day with a session, landed as its file would be: ``generate --days days+k``
+    into a scratch folder reproduces the first files byte for byte, and its new file is
+    copied into the landing zone (k > 1 when the day after is a Saturday: no file)."""
     landing = home / "landing"
-    with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run([FOXHUNT, "generate", "--days", str(days + 1), "--roots", roots,
-                        "--seed", str(seed), "--out", scratch], env=env, check=True,
-                       capture_output=True)
-        new = sorted(set(os.listdir(scratch)) - set(os.listdir(landing)))
-        if not new:  # the extra UTC day holds no session (a Saturday)
+    for more in range(1, 4):
+        with tempfile.TemporaryDirectory() as scratch:
+            subprocess.run([FOXHUNT, "generate", "--days", str(days + more), "--roots", roots,
+                            "--seed", str(seed), "--out", scratch], env=env, check=True,
+                           capture_output=True)
+            new = sorted(set(os.listdir(scratch)) - set(os.listdir(landing)))
+            for name in new:
+                shutil.copy(Path(scratch) / name, landing / name)
+        if new:
             return
-        for name in new:
-            shutil.copy(Path(scratch) / name, landing / name)
+    raise RuntimeError(f"no session in the 3 days after {days} generated days")
 
 
 def trade_dates(env: dict[str, str]) -> int:
