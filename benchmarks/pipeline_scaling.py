@@ -108,8 +108,7 @@ def report(sizes: list[dict]) -> str:
     """Sizes side by side, smallest first; ratios are to the smallest. The totals are the
     graph's (the next day is its own line, the cost of a day in daily use)."""
     sizes = sorted(sizes, key=lambda s: s["days"])
-    names = [*dict.fromkeys(n for s in sizes for n in s["steps"])]
-    names = [n for n in names if n != NEXT_DAY] + [n for n in names if n == NEXT_DAY]
+    names = sorted(dict.fromkeys(n for s in sizes for n in s["steps"]), key=lambda n: n == NEXT_DAY)
     head = f"{'asset':22}" + "".join(f"{str(s['days']) + ' d s':>10}{'MB':>8}" for s in sizes)
     head += "".join(f"{'x' + str(s['days']):>9}" for s in sizes[1:])
     lines = [head, "-" * len(head)]

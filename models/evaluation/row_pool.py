@@ -193,7 +193,9 @@ class SpilledRows:
         return self.shape[0]
 
     def __getitem__(self, key) -> np.ndarray:
-        out = np.array(self._rows[key], copy=True)
+        out = self._rows[key]
+        # a gather (the trainers' batches) is already a copy; a slice is a view of the map
+        out = np.array(out) if np.may_share_memory(out, self._rows) else out.view(np.ndarray)
         _release(self._rows)
         return out
 

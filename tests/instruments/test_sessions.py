@@ -48,17 +48,22 @@ def test_open_minutes_count_the_sessions_only():
     assert 14 < hours < 15.5
 
 
+#: the schedule the reference reads: it covers every interval the tests below draw
+SCHEDULE_SPAN = (datetime(2023, 12, 1, tzinfo=UTC), datetime(2024, 2, 15, tzinfo=UTC))
+
+
 @lru_cache(maxsize=4)
 def _schedule(calendar: str):
     import pandas_market_calendars as mcal
 
-    return mcal.get_calendar(calendar).schedule("2023-12-01", "2024-02-15")
+    return mcal.get_calendar(calendar).schedule(*(d.date() for d in SCHEDULE_SPAN))
 
 
 def _schedule_minutes(calendar: str, start: datetime, end: datetime) -> float:
     """The calendar's open minutes between two instants, straight from its schedule."""
     import pandas as pd
 
+    assert SCHEDULE_SPAN[0] <= start <= end <= SCHEDULE_SPAN[1], (start, end)
     sched = _schedule(calendar)
     lo, hi = pd.Timestamp(start), pd.Timestamp(end)
     total = pd.Timedelta(0)
